@@ -1,0 +1,88 @@
+"""TFRecord input pipelines and cache keys shared by all run scripts."""
+
+import hashlib
+import os
+
+import tensorflow.compat.v1 as tf
+
+
+def decode_record(record, name_to_features):
+  """Parses one serialized tf.train.Example; int64 features become int32 (cheaper on GPUs)."""
+  example = tf.io.parse_single_example(record, name_to_features)
+  for name in list(example.keys()):
+    t = example[name]
+    if t.dtype == tf.int64:
+      t = tf.cast(t, tf.int32)
+    example[name] = t
+  return example
+
+
+def record_dataset(input_files, name_to_features, batch_size, is_training, seed=0,
+                   shuffle_buffer=10000, num_parallel_calls=None):
+  """A batched dataset of feature dicts read from TFRecord files.
+
+  Args:
+    input_files: list of TFRecord paths.
+    name_to_features: dict of feature name -> tf.io.FixedLenFeature.
+    batch_size: rows per batch (the global batch: all towers together).
+    is_training: repeat forever, shuffle (files and records) and drop the last partial batch, so
+      every batch splits evenly over the towers. Otherwise one pass in file order, keeping the
+      last partial batch (training.run_inference pads it).
+    seed: shuffle seed; training passes a different one after a resume.
+    shuffle_buffer: records held for shuffling.
+    num_parallel_calls: parallel parsing calls (default: tf.data autotune).
+
+  Returns:
+    tf.data.Dataset of dicts name -> Tensor [batch_size, ...].
+  """
+  if num_parallel_calls is None:
+    num_parallel_calls = tf.data.experimental.AUTOTUNE
+  d = tf.data.Dataset.from_tensor_slices(tf.constant(list(input_files)))
+  if is_training:
+    d = d.shuffle(buffer_size=len(input_files), seed=seed).repeat()
+    d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(input_files)),
+                     num_parallel_calls=num_parallel_calls, deterministic=True)
+    d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
+  else:
+    d = d.flat_map(tf.data.TFRecordDataset)
+  d = d.map(lambda record: decode_record(record, name_to_features),
+            num_parallel_calls=num_parallel_calls, deterministic=True)
+  d = d.batch(batch_size, drop_remainder=is_training)
+  return d.prefetch(tf.data.experimental.AUTOTUNE)
+
+
+def file_digest(path, chunk_size=1 << 20):
+  """sha1 hex digest of a file's bytes."""
+  h = hashlib.sha1()
+  with open(path, "rb") as f:
+    while True:
+      chunk = f.read(chunk_size)
+      if not chunk:
+        break
+      h.update(chunk)
+  return h.hexdigest()
+
+
+def cache_key(*parts):
+  """A short key naming everything that produced a cached file (hash of the parts' reprs).
+
+  Pass file digests (not paths) for data and vocab files, so an edited file never reuses a
+  stale cache.
+  """
+  h = hashlib.sha1()
+  for part in parts:
+    h.update(repr(part).encode("utf-8"))
+    h.update(b"\0")
+  return h.hexdigest()[:16]
+
+
+def cached_record_path(output_dir, split, key):
+  """Where the TFRecord of `split` built under `key` is cached: output_dir/<split>-<key>.tf_record."""
+  return os.path.join(output_dir, "%s-%s.tf_record" % (split, key))
+
+
+def write_atomically(path, write_fn):
+  """Runs write_fn(tmp_path) then renames tmp_path to `path`, so a crash leaves no half file."""
+  tmp_path = path + ".tmp-%d" % os.getpid()
+  write_fn(tmp_path)
+  os.replace(tmp_path, path)

@@ -1,0 +1,305 @@
+"""The training and inference loops shared by every run_*_mgpu.py script.
+
+A script supplies a `tower_fn(features) -> (loss, outputs)` that builds its model for one tower,
+and an `input_fn(global_batch_size, seed) -> tf.data.Dataset`. This module builds the towers
+(through tower_utils), the optimizer, checkpointing, logging and TensorBoard summaries, and runs
+the loop with a plain Session and Saver.
+
+Checkpoints. `tf.train.Saver` writes the data and index files of a checkpoint first and only then
+rewrites the `checkpoint` state file, itself through a temporary file and a rename. A run killed
+mid-save therefore leaves the previous checkpoint as the latest one, and a re-run restores it and
+continues from its global_step. A run stopped with Ctrl-C or SIGTERM saves before exiting.
+"""
+
+import collections
+import os
+import signal
+import time
+
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from cli import InputError
+import modeling
+import optimization
+import tower_utils
+
+TrainSpec = collections.namedtuple("TrainSpec", [
+    "output_dir",  # checkpoints and summaries
+    "n_towers",  # --n_gpus
+    "batch_size_per_tower",  # --train_batch_size
+    "num_train_steps",
+    "num_warmup_steps",
+    "learning_rate",
+    "init_checkpoint",  # may be None
+    "save_checkpoints_steps",
+    "log_every_n_steps",
+    "keep_checkpoint_max",
+    "seed",
+])
+
+
+def checkpoint_exists(prefix):
+  """Whether `prefix` names a TF checkpoint (its .index file exists)."""
+  return bool(prefix) and tf.io.gfile.exists(prefix + ".index")
+
+
+def check_init_checkpoint(init_checkpoint):
+  """Raises InputError unless `init_checkpoint` is None or an existing checkpoint prefix."""
+  if init_checkpoint and not checkpoint_exists(init_checkpoint):
+    raise InputError("--init_checkpoint=%s: no checkpoint there (expected %s.index and data "
+                     "files, e.g. .../bert_model.ckpt)" % (init_checkpoint, init_checkpoint))
+
+
+def restore_from_init_checkpoint(init_checkpoint):
+  """Overrides the initializers of graph variables found in `init_checkpoint` (by exact name).
+
+  Raises InputError when a variable's shape differs from the checkpoint's, naming it: that means
+  bert_config_file (or the vocab) does not belong to the checkpoint.
+  """
+  tvars = tf.global_variables()
+  assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
+      tvars, init_checkpoint)
+  ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
+  by_name = {v.op.name: v for v in tvars}
+  for name in assignment_map:
+    graph_shape = by_name[name].shape.as_list()
+    if list(ckpt_shapes[name]) != graph_shape:
+      raise InputError(
+          "--init_checkpoint=%s: variable %s has shape %s there but %s in the model; does "
+          "--bert_config_file belong to this checkpoint?" %
+          (init_checkpoint, name, list(ckpt_shapes[name]), graph_shape))
+  tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
+  trainable = tf.trainable_variables()
+  missing = [v.op.name for v in trainable if v.op.name not in initialized]
+  logging.info("Initialized %d of %d trainable variables from %s", len(trainable) - len(missing),
+               len(trainable), init_checkpoint)
+  for name in missing:
+    logging.info("  not in init_checkpoint (trained from scratch): %s", name)
+
+
+def _latest_step(output_dir):
+  """global_step of the latest checkpoint in output_dir, or 0."""
+  latest = tf.train.latest_checkpoint(output_dir)
+  if not latest:
+    return 0
+  return int(tf.train.load_variable(latest, "global_step"))
+
+
+class _StepLogger(object):
+  """Logs step, loss, learning rate, examples/sec and ETA; writes them as summaries."""
+
+  def __init__(self, writer, global_batch_size, num_train_steps, start_step):
+    self._writer = writer
+    self._global_batch_size = global_batch_size
+    self._num_train_steps = num_train_steps
+    self._last_step = start_step
+    self._last_time = time.time()
+    self._losses = []
+
+  def add_loss(self, loss):
+    self._losses.append(float(loss))
+
+  def log(self, step, learning_rate, summary_proto=None):
+    """Logs the interval since the last call, ending at `step`."""
+    now = time.time()
+    steps = max(step - self._last_step, 1)
+    elapsed = max(now - self._last_time, 1e-9)
+    examples_per_sec = steps * self._global_batch_size / elapsed
+    eta_seconds = (self._num_train_steps - step) * elapsed / steps
+    mean_loss = float(np.mean(self._losses)) if self._losses else float("nan")
+    logging.info("step %d/%d  loss %.4f  lr %.3e  %.1f examples/sec  ETA %s", step,
+                 self._num_train_steps, mean_loss, learning_rate, examples_per_sec,
+                 _format_seconds(eta_seconds))
+    if summary_proto is not None:
+      self._writer.add_summary(summary_proto, step)
+    extra = tf.Summary(value=[
+        tf.Summary.Value(tag="examples_per_sec", simple_value=examples_per_sec),
+        tf.Summary.Value(tag="loss_mean", simple_value=mean_loss)])
+    self._writer.add_summary(extra, step)
+    self._writer.flush()
+    self._last_step, self._last_time, self._losses = step, now, []
+    return examples_per_sec
+
+
+def _format_seconds(seconds):
+  seconds = int(max(seconds, 0))
+  return "%d:%02d:%02d" % (seconds // 3600, (seconds % 3600) // 60, seconds % 60)
+
+
+class _TerminationGuard(object):
+  """Turns SIGTERM into KeyboardInterrupt so the loop saves a checkpoint before exiting."""
+
+  def __enter__(self):
+    self._previous = signal.getsignal(signal.SIGTERM)
+    try:
+      signal.signal(signal.SIGTERM, self._handler)
+    except ValueError:  # Not the main thread (e.g. some test runners): nothing to install.
+      self._previous = None
+    return self
+
+  def _handler(self, signum, frame):
+    del signum, frame
+    raise KeyboardInterrupt("SIGTERM")
+
+  def __exit__(self, *exc):
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+    return False
+
+
+def train(tower_fn, input_fn, spec):
+  """Trains with `spec.n_towers` towers until global_step reaches spec.num_train_steps.
+
+  Args:
+    tower_fn: callable(features dict of Tensors [batch_size_per_tower, ...]) ->
+      (scalar loss Tensor, outputs dict). Builds the training model (dropout on) for one tower.
+    input_fn: callable(global_batch_size, seed) -> infinite tf.data.Dataset of feature dicts
+      with batches of exactly global_batch_size rows.
+    spec: TrainSpec.
+
+  Returns:
+    dict with "global_step" and "loss" (mean loss over the last logging interval).
+  """
+  tf.io.gfile.makedirs(spec.output_dir)
+  check_init_checkpoint(spec.init_checkpoint)
+  global_batch_size = spec.batch_size_per_tower * spec.n_towers
+  start_step = _latest_step(spec.output_dir)
+  if start_step >= spec.num_train_steps:
+    logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
+                 spec.output_dir, start_step, spec.num_train_steps)
+    return {"global_step": start_step, "loss": float("nan")}
+  logging.info("Training %d towers x %d examples = global batch %d, steps %d -> %d",
+               spec.n_towers, spec.batch_size_per_tower, global_batch_size, start_step,
+               spec.num_train_steps)
+
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.set_random_seed(spec.seed)
+    global_step = tf.train.get_or_create_global_step()
+    with tf.device("/cpu:0"):
+      # A resumed run gets a new shuffle order rather than replaying the first batches.
+      dataset = input_fn(global_batch_size, spec.seed + start_step)
+      features = tf.data.make_one_shot_iterator(dataset).get_next()
+    towers = tower_utils.build_towers(tower_fn, features, spec.n_towers)
+    train_op, learning_rate = optimization.create_train_op_from_grads(
+        towers.grads_and_vars, spec.learning_rate, spec.num_train_steps,
+        spec.num_warmup_steps, global_step=global_step)
+    if start_step == 0 and spec.init_checkpoint:
+      restore_from_init_checkpoint(spec.init_checkpoint)
+    tf.summary.scalar("loss", towers.loss)
+    tf.summary.scalar("learning_rate", learning_rate)
+    summary_op = tf.summary.merge_all()
+    saver = tf.train.Saver(max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
+    init_op = tf.global_variables_initializer()
+    graph.finalize()
+
+    checkpoint_prefix = os.path.join(spec.output_dir, "model.ckpt")
+    writer = tf.summary.FileWriter(spec.output_dir, graph)
+    with tf.Session(config=tower_utils.session_config(spec.n_towers)) as sess:
+      latest = tf.train.latest_checkpoint(spec.output_dir)
+      sess.run(init_op)
+      if latest:
+        logging.info("Resuming from %s", latest)
+        saver.restore(sess, latest)
+      step = sess.run(global_step)
+      logger = _StepLogger(writer, global_batch_size, spec.num_train_steps, step)
+      loss_value = float("nan")
+      with _TerminationGuard():
+        try:
+          while step < spec.num_train_steps:
+            log_now = (step + 1) % spec.log_every_n_steps == 0 or step + 1 == spec.num_train_steps
+            fetches = [train_op, towers.loss, learning_rate] + ([summary_op] if log_now else [])
+            results = sess.run(fetches)
+            step += 1
+            loss_value = results[1]
+            if not np.isfinite(loss_value):
+              raise RuntimeError("loss became %s at step %d; lower --learning_rate" %
+                                 (loss_value, step))
+            logger.add_loss(loss_value)
+            if log_now:
+              logger.log(step, results[2], results[3])
+            if step % spec.save_checkpoints_steps == 0 and step < spec.num_train_steps:
+              saver.save(sess, checkpoint_prefix, global_step=step)
+        except KeyboardInterrupt:
+          logging.warning("Interrupted at step %d: saving a checkpoint before exiting", step)
+          saver.save(sess, checkpoint_prefix, global_step=step)
+          raise
+      saver.save(sess, checkpoint_prefix, global_step=step)
+      logging.info("Saved %s-%d", checkpoint_prefix, step)
+    writer.close()
+  return {"global_step": int(step), "loss": float(loss_value)}
+
+
+def find_checkpoint(output_dir, init_checkpoint):
+  """The checkpoint to evaluate or predict with: the latest in output_dir, else init_checkpoint."""
+  latest = tf.train.latest_checkpoint(output_dir) if output_dir else None
+  if latest:
+    return latest
+  if init_checkpoint:
+    check_init_checkpoint(init_checkpoint)
+    return init_checkpoint
+  raise InputError("no checkpoint to evaluate or predict with: %s has none and "
+                   "--init_checkpoint is not set (train first with --do_train)" % output_dir)
+
+
+def _pad_batch(features, global_batch_size):
+  """Pads every feature of a (possibly short) batch to global_batch_size rows.
+
+  Returns:
+    (padded features dict, is_real float Tensor [global_batch_size]: 1 for real rows).
+  """
+  first = next(iter(features.values()))
+  rows = tf.shape(first)[0]
+  padding = global_batch_size - rows
+  padded = {}
+  for name, t in features.items():
+    paddings = [[0, padding]] + [[0, 0]] * (t.shape.ndims - 1)
+    p = tf.pad(t, paddings)
+    p.set_shape([global_batch_size] + t.shape.as_list()[1:])
+    padded[name] = p
+  is_real = tf.pad(tf.ones([rows], tf.float32), [[0, padding]])
+  is_real.set_shape([global_batch_size])
+  return padded, is_real
+
+
+def run_inference(tower_fn, input_fn, checkpoint, n_towers, batch_size_per_tower):
+  """Runs the model over a finite dataset and returns every real example's outputs, in order.
+
+  The last batch is padded to the full global batch (so it splits evenly over the towers) and
+  the padding rows are dropped from the result: no crash, no lost example.
+
+  Args:
+    tower_fn: callable(features) -> (loss or None, outputs dict of Tensors [rows, ...]), built
+      with dropout off.
+    input_fn: callable(global_batch_size, seed) -> finite tf.data.Dataset of feature dicts, in
+      input order, whose last batch may be short.
+    checkpoint: checkpoint prefix to restore.
+    n_towers: number of towers to spread each batch over.
+    batch_size_per_tower: rows per tower per step.
+
+  Returns:
+    dict name -> numpy array [num_examples, ...], rows in input order.
+  """
+  global_batch_size = batch_size_per_tower * n_towers
+  graph = tf.Graph()
+  with graph.as_default():
+    with tf.device("/cpu:0"):
+      dataset = input_fn(global_batch_size, 0)
+      features = tf.data.make_one_shot_iterator(dataset).get_next()
+      features, is_real = _pad_batch(features, global_batch_size)
+    towers = tower_utils.build_towers(tower_fn, features, n_towers, compute_gradients=False)
+    saver = tf.train.Saver(tf.global_variables())
+    collected = collections.defaultdict(list)
+    with tf.Session(config=tower_utils.session_config(n_towers)) as sess:
+      saver.restore(sess, checkpoint)
+      while True:
+        try:
+          outputs, real = sess.run([towers.outputs, is_real])
+        except tf.errors.OutOfRangeError:
+          break
+        keep = real > 0.5
+        for name, value in outputs.items():
+          collected[name].append(value[keep])
+  return {name: np.concatenate(values, axis=0) for name, values in collected.items()}
