@@ -6,6 +6,8 @@ idempotent, so several scripts can be imported into one process (as the tests do
 
 from absl import flags
 
+import cli
+
 FLAGS = flags.FLAGS
 
 
@@ -75,3 +77,98 @@ def define_tpu_flags_removed():
   _define("string", "master", None, "Ignored (no TPU support).")
   _define("integer", "num_tpu_cores", 8, "Ignored (no TPU support).")
   _define("integer", "iterations_per_loop", 1000, "Ignored (no TPU support).")
+
+
+def load_config_and_tokenizer(need_tokenizer=True):
+  """Reads --bert_config_file and the vocabulary, checking that they fit together.
+
+  Returns:
+    (bert_config, tokenizer or None, tokenizer_digest): the digest names the vocabulary's bytes
+    and casing, for cache keys.
+
+  Raises:
+    InputError: a missing file, max_seq_length above max_position_embeddings, a vocabulary whose
+      size differs from the config's vocab_size, or casing that contradicts the checkpoint name.
+  """
+  # Imported here so that defining flags stays free of TensorFlow/model imports.
+  import input_pipeline  # pylint: disable=g-import-not-at-top
+  import modeling  # pylint: disable=g-import-not-at-top
+  import tokenization  # pylint: disable=g-import-not-at-top
+
+  if not FLAGS.bert_config_file:
+    raise cli.InputError("--bert_config_file is required")
+  bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
+  if FLAGS.max_seq_length > bert_config.max_position_embeddings:
+    raise cli.InputError(
+        "--max_seq_length=%d exceeds max_position_embeddings=%d in %s (BERT has no position "
+        "embedding beyond it)" % (FLAGS.max_seq_length, bert_config.max_position_embeddings,
+                                  FLAGS.bert_config_file))
+  if FLAGS.max_seq_length < 3:
+    raise cli.InputError("--max_seq_length=%d: expected at least 3" % FLAGS.max_seq_length)
+  tower_flag_checks()
+  if not need_tokenizer:
+    return bert_config, None, None
+
+  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  if FLAGS.spm_model_file:
+    cli.require_file(FLAGS.spm_model_file, "spm_model_file")
+    vocab_path = FLAGS.spm_model_file
+  else:
+    vocab_path = cli.require_file(FLAGS.vocab_file, "vocab_file")
+  tokenizer = tokenization.FullTokenizer(
+      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+      spm_model_file=FLAGS.spm_model_file)
+  if len(tokenizer.vocab) != bert_config.vocab_size:
+    raise cli.InputError(
+        "%s has %d entries but vocab_size=%d in %s: the vocabulary must be the one the model "
+        "was trained with" % (vocab_path, len(tokenizer.vocab), bert_config.vocab_size,
+                              FLAGS.bert_config_file))
+  digest = input_pipeline.cache_key(input_pipeline.file_digest(vocab_path), FLAGS.do_lower_case,
+                                    bool(FLAGS.spm_model_file))
+  return bert_config, tokenizer, digest
+
+
+def tower_flag_checks():
+  """Checks --n_gpus and the batch sizes; raises InputError naming the flag."""
+  cli.require_positive(FLAGS.n_gpus, "n_gpus")
+  for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
+               "save_checkpoints_steps", "log_every_n_steps"):
+    if name in FLAGS:
+      cli.require_positive(getattr(FLAGS, name), name)
+
+
+def require_output_dir():
+  """--output_dir must be set; creates it."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  if not FLAGS.output_dir:
+    raise cli.InputError("--output_dir is required")
+  tf.io.gfile.makedirs(FLAGS.output_dir)
+  return FLAGS.output_dir
+
+
+def train_spec(num_train_steps, num_warmup_steps):
+  """A training.TrainSpec from the shared flags."""
+  import training  # pylint: disable=g-import-not-at-top
+  return training.TrainSpec(
+      output_dir=FLAGS.output_dir,
+      n_towers=FLAGS.n_gpus,
+      batch_size_per_tower=FLAGS.train_batch_size,
+      num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps,
+      learning_rate=FLAGS.learning_rate,
+      init_checkpoint=FLAGS.init_checkpoint,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      log_every_n_steps=FLAGS.log_every_n_steps,
+      keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+      seed=FLAGS.random_seed)
+
+
+def write_results(path, results):
+  """Writes `key = value` lines (sorted by key), the stock eval_results.txt format."""
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  with tf.io.gfile.GFile(path, "w") as writer:
+    logging.info("***** Results (%s) *****", path)
+    for key in sorted(results):
+      logging.info("  %s = %s", key, results[key])
+      writer.write("%s = %s\n" % (key, results[key]))

@@ -1,0 +1,464 @@
+"""Classification data: the stock GLUE/XNLI processors, a generic TSV task, and feature caching.
+
+Every reader raises `cli.InputError` naming the file and line of a malformed row; no example is
+ever silently dropped.
+"""
+
+import collections
+import csv
+import os
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from cli import InputError
+import input_pipeline
+import tokenization
+
+LABELS_FILE = "labels.txt"
+TRUNCATION_MODES = ("head", "tail", "head_tail")
+# head_tail keeps this many tokens from the start of a long text (and the rest from its end).
+HEAD_TAIL_HEAD_TOKENS = 128
+
+
+class InputExample(object):
+  """A single example: one or two texts and (except in unlabeled test sets) a label."""
+
+  def __init__(self, guid, text_a, text_b=None, label=None):
+    self.guid = guid
+    self.text_a = text_a
+    self.text_b = text_b
+    self.label = label
+
+
+class InputFeatures(object):
+  """One example as fixed-length id lists."""
+
+  def __init__(self, input_ids, input_mask, segment_ids, label_id, truncated=False):
+    self.input_ids = input_ids
+    self.input_mask = input_mask
+    self.segment_ids = segment_ids
+    self.label_id = label_id
+    self.truncated = truncated
+
+
+def read_tsv(input_file, quotechar=None):
+  """Reads a tab separated file into a list of (line_number, fields) pairs.
+
+  A missing file is an InputError naming it; a UTF-8 byte order mark (as in GLUE's MRPC files)
+  is skipped.
+  """
+  if not os.path.isfile(input_file):
+    raise InputError("%s: no such file" % input_file)
+  rows = []
+  with open(input_file, "r", encoding="utf-8-sig", newline="") as f:
+    reader = csv.reader(f, delimiter="\t", quotechar=quotechar)
+    try:
+      for line in reader:
+        rows.append((reader.line_num, line))
+    except (csv.Error, UnicodeDecodeError) as e:
+      raise InputError("%s:%d: cannot parse (%s)" % (input_file, reader.line_num + 1, e))
+  return rows
+
+
+def _field(path, line_number, fields, index, what):
+  """fields[index], or an InputError naming the file, line and expected layout."""
+  if index >= len(fields) or index < -len(fields):
+    raise InputError("%s:%d: expected at least %d tab-separated columns (%s), got %d" %
+                     (path, line_number, (index if index >= 0 else -index - 1) + 1, what,
+                      len(fields)))
+  return tokenization.convert_to_unicode(fields[index])
+
+
+class DataProcessor(object):
+  """Reads a task's train/dev/test files into InputExamples."""
+
+  def get_train_examples(self, data_dir):
+    raise NotImplementedError()
+
+  def get_dev_examples(self, data_dir):
+    raise NotImplementedError()
+
+  def get_test_examples(self, data_dir):
+    raise NotImplementedError()
+
+  def get_labels(self):
+    raise NotImplementedError()
+
+  def _examples(self, path, set_type, skip_header, columns, layout):
+    """Builds examples from `path` with `columns` = (text_a, text_b or None, label or None)."""
+    examples = []
+    a_col, b_col, label_col = columns
+    for i, (line_number, fields) in enumerate(read_tsv(path)):
+      if skip_header and i == 0:
+        continue
+      text_a = _field(path, line_number, fields, a_col, layout)
+      text_b = _field(path, line_number, fields, b_col, layout) if b_col is not None else None
+      label = _field(path, line_number, fields, label_col, layout) if label_col is not None \
+          else None
+      examples.append(InputExample("%s-%d" % (set_type, line_number), text_a, text_b, label))
+    return examples
+
+
+class XnliProcessor(DataProcessor):
+  """XNLI (stock layout): multinli/multinli.train.<lang>.tsv, xnli.dev.tsv, xnli.test.tsv."""
+
+  def __init__(self, language="zh"):
+    self.language = language
+
+  def get_train_examples(self, data_dir):
+    path = os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language)
+    examples = self._examples(path, "train", True, (0, 1, 2), "premise, hypothesis, label")
+    for e in examples:
+      if e.label == "contradictory":
+        e.label = "contradiction"
+    return examples
+
+  def _xnli_split(self, data_dir, name):
+    path = os.path.join(data_dir, "xnli.%s.tsv" % name)
+    examples = []
+    for i, (line_number, fields) in enumerate(read_tsv(path)):
+      if i == 0:
+        continue
+      layout = "language, gold_label, ..., sentence1 (col 7), sentence2 (col 8)"
+      if _field(path, line_number, fields, 0, layout) != self.language:
+        continue
+      examples.append(InputExample(
+          "%s-%d" % (name, line_number), _field(path, line_number, fields, 6, layout),
+          _field(path, line_number, fields, 7, layout),
+          _field(path, line_number, fields, 1, layout)))
+    return examples
+
+  def get_dev_examples(self, data_dir):
+    return self._xnli_split(data_dir, "dev")
+
+  def get_test_examples(self, data_dir):
+    return self._xnli_split(data_dir, "test")
+
+  def get_labels(self):
+    return ["contradiction", "entailment", "neutral"]
+
+
+class MnliProcessor(DataProcessor):
+  """MultiNLI (GLUE): train.tsv, dev_matched.tsv, test_matched.tsv."""
+
+  _LAYOUT = "GLUE MNLI: sentence1 in column 9, sentence2 in column 10, label last"
+
+  def get_train_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "train.tsv"), "train", True, (8, 9, -1),
+                          self._LAYOUT)
+
+  def get_dev_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "dev_matched.tsv"), "dev_matched", True,
+                          (8, 9, -1), self._LAYOUT)
+
+  def get_test_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "test_matched.tsv"), "test", True,
+                          (8, 9, None), self._LAYOUT)
+
+  def get_labels(self):
+    return ["contradiction", "entailment", "neutral"]
+
+
+class MrpcProcessor(DataProcessor):
+  """MRPC (GLUE): Quality, #1 ID, #2 ID, #1 String, #2 String, with a header row."""
+
+  _LAYOUT = "Quality, #1 ID, #2 ID, #1 String, #2 String"
+
+  def get_train_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "train.tsv"), "train", True, (3, 4, 0),
+                          self._LAYOUT)
+
+  def get_dev_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "dev.tsv"), "dev", True, (3, 4, 0),
+                          self._LAYOUT)
+
+  def get_test_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "test.tsv"), "test", True, (3, 4, None),
+                          self._LAYOUT)
+
+  def get_labels(self):
+    return ["0", "1"]
+
+
+class ColaProcessor(DataProcessor):
+  """CoLA (GLUE): source, label, original label, sentence; no header (test: index, sentence)."""
+
+  _LAYOUT = "source, label, original label, sentence"
+
+  def get_train_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "train.tsv"), "train", False, (3, None, 1),
+                          self._LAYOUT)
+
+  def get_dev_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "dev.tsv"), "dev", False, (3, None, 1),
+                          self._LAYOUT)
+
+  def get_test_examples(self, data_dir):
+    return self._examples(os.path.join(data_dir, "test.tsv"), "test", True, (1, None, None),
+                          "index, sentence")
+
+  def get_labels(self):
+    return ["0", "1"]
+
+
+_HEADER_NAMES = {
+    "text_a": ("text_a", "text", "sentence", "sentence1", "content", "review", "query"),
+    "text_b": ("text_b", "sentence2"),
+    "label": ("label", "labels", "class", "category"),
+}
+
+
+class TsvProcessor(DataProcessor):
+  """Users' own TSV files: `text<TAB>label` or `text_a<TAB>text_b<TAB>label`.
+
+  Columns are found from a header row when there is one (names such as text_a/text/sentence,
+  text_b/sentence2, label), else by position: 2 columns = text, label; 3 = text_a, text_b, label.
+  Explicit --text_a_column/--text_b_column/--label_column override both. A test file may lack the
+  label column. The label list is learned from train.tsv (sorted) and kept in
+  output_dir/labels.txt so that later predict-only runs map ids back to the same strings.
+  """
+
+  def __init__(self, output_dir, text_a_column=None, text_b_column=None, label_column=None,
+               header="auto"):
+    self.output_dir = output_dir
+    self.explicit = (text_a_column, text_b_column, label_column)
+    self.header = header
+    self._labels = None
+
+  def get_train_examples(self, data_dir):
+    examples = self._read(os.path.join(data_dir, "train.tsv"), "train", need_label=True)
+    self._labels = sorted(set(e.label for e in examples))
+    tf.io.gfile.makedirs(self.output_dir)
+    with open(os.path.join(self.output_dir, LABELS_FILE), "w", encoding="utf-8") as f:
+      f.write("".join(label + "\n" for label in self._labels))
+    logging.info("Learned %d labels from train.tsv: %s (saved to %s)", len(self._labels),
+                 self._labels, os.path.join(self.output_dir, LABELS_FILE))
+    return examples
+
+  def get_dev_examples(self, data_dir):
+    return self._read(os.path.join(data_dir, "dev.tsv"), "dev", need_label=True)
+
+  def get_test_examples(self, data_dir):
+    return self._read(os.path.join(data_dir, "test.tsv"), "test", need_label=False)
+
+  def get_labels(self):
+    if self._labels is None:
+      path = os.path.join(self.output_dir, LABELS_FILE)
+      if not os.path.isfile(path):
+        raise InputError("%s: no such file; the tsv task learns its labels from train.tsv, so "
+                         "run --do_train into this --output_dir first" % path)
+      with open(path, "r", encoding="utf-8") as f:
+        self._labels = [line.rstrip("\n") for line in f if line.strip()]
+    return self._labels
+
+  def _read(self, path, set_type, need_label):
+    rows = read_tsv(path)
+    if not rows:
+      raise InputError("%s: file is empty" % path)
+    has_header, columns = self._columns(path, rows, need_label)
+    layout = self._layout(columns)
+    examples = []
+    for i, (line_number, fields) in enumerate(rows):
+      if has_header and i == 0:
+        continue
+      if not any(f.strip() for f in fields):
+        continue  # Blank line (often the last one); not an example.
+      a_col, b_col, label_col = columns
+      text_a = _field(path, line_number, fields, a_col, layout)
+      text_b = _field(path, line_number, fields, b_col, layout) if b_col is not None else None
+      label = None
+      if label_col is not None and (need_label or label_col < len(fields)):
+        label = _field(path, line_number, fields, label_col, layout).strip()
+        if need_label and not label:
+          raise InputError("%s:%d: empty label (expected %s)" % (path, line_number, layout))
+      examples.append(InputExample("%s-%d" % (set_type, line_number), text_a, text_b, label))
+    if not examples:
+      raise InputError("%s: no examples (only a header or blank lines)" % path)
+    return examples
+
+  def _columns(self, path, rows, need_label):
+    """(has_header, (text_a, text_b, label) column indexes) for this file."""
+    first = [f.strip().lower() for f in rows[0][1]]
+    has_header = self.header == "true" or (
+        self.header == "auto" and any(f in names for names in _HEADER_NAMES.values()
+                                      for f in first))
+    if any(c is not None for c in self.explicit):
+      return has_header, self.explicit
+    if has_header:
+      found = {}
+      for key, names in _HEADER_NAMES.items():
+        found[key] = next((i for i, f in enumerate(first) if f in names), None)
+      if found["text_a"] is None:
+        raise InputError("%s:1: header %s has no text column (expected one of %s); or pass "
+                         "--text_a_column" % (path, rows[0][1], ", ".join(_HEADER_NAMES["text_a"])))
+      if need_label and found["label"] is None:
+        raise InputError("%s:1: header %s has no label column; or pass --label_column" %
+                         (path, rows[0][1]))
+      return True, (found["text_a"], found["text_b"], found["label"])
+    width = len(rows[0][1])
+    if not need_label:
+      # Unlabeled test files drop the label column of the train layout.
+      train_width = 2 if width <= 2 else 3
+      if width == train_width - 1 or width == 1:
+        return False, (0, 1 if width == 2 else None, None)
+      return False, (0, 1 if width >= 3 else None, width - 1)
+    if width == 2:
+      return False, (0, None, 1)
+    if width == 3:
+      return False, (0, 1, 2)
+    raise InputError("%s:%d: expected text<TAB>label or text_a<TAB>text_b<TAB>label, got %d "
+                     "columns; name them with a header row or --text_a_column/--label_column" %
+                     (path, rows[0][0], width))
+
+  @staticmethod
+  def _layout(columns):
+    names = ["text_a (col %d)" % (columns[0] + 1)]
+    if columns[1] is not None:
+      names.append("text_b (col %d)" % (columns[1] + 1))
+    if columns[2] is not None:
+      names.append("label (col %d)" % (columns[2] + 1 if columns[2] >= 0 else columns[2]))
+    return ", ".join(names)
+
+
+def truncate_tokens(tokens, budget, mode):
+  """Shortens `tokens` to at most `budget` tokens.
+
+  Args:
+    tokens: list of WordPiece tokens.
+    budget: maximum length.
+    mode: "head" keeps the start, "tail" keeps the end, "head_tail" keeps the first 128 tokens
+      and the last budget-128 (for max_seq_length 512: 128 + 382, "How to Fine-Tune BERT for
+      Text Classification").
+
+  Returns:
+    (tokens, was_truncated).
+  """
+  if len(tokens) <= budget:
+    return tokens, False
+  if mode == "head":
+    return tokens[:budget], True
+  if mode == "tail":
+    return tokens[len(tokens) - budget:], True
+  head = min(HEAD_TAIL_HEAD_TOKENS, budget)
+  tail = budget - head
+  return tokens[:head] + (tokens[len(tokens) - tail:] if tail else []), True
+
+
+def _pair_budgets(len_a, len_b, budget):
+  """Lengths for a pair after stock truncation (shorten the longer one first)."""
+  while len_a + len_b > budget:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b
+
+
+def convert_single_example(example, label_map, max_seq_length, tokenizer, truncation="head",
+                           source="", need_label=True):
+  """Converts an InputExample to InputFeatures: [CLS] a [SEP] (b [SEP]), padded.
+
+  Args:
+    example: InputExample.
+    label_map: dict label string -> id.
+    max_seq_length: total length after padding.
+    tokenizer: FullTokenizer.
+    truncation: one of TRUNCATION_MODES.
+    source: "file" for error messages about unknown labels.
+    need_label: the label must be in label_map (train/dev); else it may be absent (test).
+
+  Returns:
+    InputFeatures whose lists have max_seq_length entries.
+  """
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
+  if tokens_b is None:
+    tokens_a, truncated = truncate_tokens(tokens_a, max_seq_length - 2, truncation)
+  else:
+    budget_a, budget_b = _pair_budgets(len(tokens_a), len(tokens_b), max_seq_length - 3)
+    tokens_a, cut_a = truncate_tokens(tokens_a, budget_a, truncation)
+    tokens_b, cut_b = truncate_tokens(tokens_b, budget_b, truncation)
+    truncated = cut_a or cut_b
+
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b is not None:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+  input_ids = tokenizer.convert_tokens_to_ids(tokens)
+  input_mask = [1] * len(input_ids)
+  padding = max_seq_length - len(input_ids)
+  input_ids += [0] * padding
+  input_mask += [0] * padding
+  segment_ids += [0] * padding
+
+  if example.label is None or not need_label:
+    label_id = label_map.get(example.label, 0)
+  elif example.label in label_map:
+    label_id = label_map[example.label]
+  else:
+    raise InputError("%s (%s): label %r is not one of the labels %s" %
+                     (source, example.guid.replace("-", " line ", 1), example.label,
+                      sorted(label_map)))
+  return InputFeatures(input_ids, input_mask, segment_ids, label_id, truncated)
+
+
+def name_to_features(max_seq_length):
+  """The TFRecord feature spec of classification examples."""
+  return {
+      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature([], tf.int64),
+  }
+
+
+def _int64_feature(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def write_features(examples, label_map, max_seq_length, tokenizer, truncation, output_file,
+                   source, need_label):
+  """Tokenizes `examples` into a TFRecord file (atomically); returns the truncation count."""
+  truncated = [0]
+
+  def _write(path):
+    with tf.io.TFRecordWriter(path) as writer:
+      for example in examples:
+        f = convert_single_example(example, label_map, max_seq_length, tokenizer, truncation,
+                                   source, need_label)
+        truncated[0] += int(f.truncated)
+        features = collections.OrderedDict([
+            ("input_ids", _int64_feature(f.input_ids)),
+            ("input_mask", _int64_feature(f.input_mask)),
+            ("segment_ids", _int64_feature(f.segment_ids)),
+            ("label_ids", _int64_feature([f.label_id])),
+        ])
+        writer.write(tf.train.Example(
+            features=tf.train.Features(feature=features)).SerializeToString())
+
+  input_pipeline.write_atomically(output_file, _write)
+  return truncated[0]
+
+
+def cached_features_file(examples, split, source_file, label_list, tokenizer_digest,
+                         max_seq_length, truncation, output_dir, tokenizer, task_name):
+  """Returns a TFRecord of `examples`, reusing a cache built from exactly the same inputs.
+
+  The cache name hashes the data file's bytes, the vocabulary's bytes, casing, max_seq_length,
+  truncation, label list and task, so any change rebuilds it.
+  """
+  key = input_pipeline.cache_key(task_name, split, input_pipeline.file_digest(source_file),
+                                 tokenizer_digest, max_seq_length, truncation, list(label_list),
+                                 len(examples))
+  path = input_pipeline.cached_record_path(output_dir, split, key)
+  if os.path.exists(path):
+    logging.info("Using cached %s features %s", split, path)
+    return path
+  label_map = {label: i for i, label in enumerate(label_list)}
+  truncated = write_features(examples, label_map, max_seq_length, tokenizer, truncation, path,
+                             source_file, need_label=(split != "test"))
+  logging.info("Wrote %d %s examples to %s (%d truncated to max_seq_length=%d, mode %s)",
+               len(examples), split, path, truncated, max_seq_length, truncation)
+  return path

@@ -1,0 +1,242 @@
+"""BERT fine-tuning for classification on several GPUs (stock run_classifier.py flags + --n_gpus).
+
+  export CUDA_VISIBLE_DEVICES=0,1
+  python run_classifier_mgpu.py --task_name=tsv --data_dir=my_data \
+    --vocab_file=$BERT/vocab.txt --bert_config_file=$BERT/bert_config.json \
+    --init_checkpoint=$BERT/bert_model.ckpt --output_dir=out \
+    --do_train --do_eval --do_predict --n_gpus=2
+
+Outputs in --output_dir: checkpoints (a re-run resumes from the latest), TensorBoard summaries,
+eval_results.txt (stock keys plus per-class precision/recall/F1), test_results.tsv (class
+probabilities, stock) and predict.txt (the predicted label string of each test example, one line
+per example, input order).
+"""
+
+import os
+
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+import classifier_data
+import cli
+import common_flags
+import input_pipeline
+import modeling
+import training
+
+FLAGS = flags.FLAGS
+
+common_flags.define_model_flags()
+common_flags.define_mode_flags()
+common_flags.define_training_flags(default_learning_rate=5e-5)
+common_flags.define_tpu_flags_removed()
+
+flags.DEFINE_string("data_dir", None,
+                    "The input data dir: train.tsv, dev.tsv, test.tsv (or the stock file names "
+                    "of the xnli/mnli/mrpc/cola tasks).")
+flags.DEFINE_string("task_name", None,
+                    "The task: xnli, mnli, mrpc, cola (stock formats) or tsv (your own "
+                    "text<TAB>label or text_a<TAB>text_b<TAB>label files).")
+flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs.")
+flags.DEFINE_float("warmup_proportion", 0.1,
+                   "Proportion of training for linear learning rate warm-up (0.1 = 10%).")
+flags.DEFINE_enum("truncation", "head", list(classifier_data.TRUNCATION_MODES),
+                  "How to shorten texts longer than max_seq_length: head keeps the start, tail "
+                  "the end, head_tail the first 128 and the last max_seq_length-130 tokens.")
+flags.DEFINE_integer("text_a_column", None, "tsv task: 0-based column of the (first) text.")
+flags.DEFINE_integer("text_b_column", None, "tsv task: 0-based column of the second text.")
+flags.DEFINE_integer("label_column", None, "tsv task: 0-based column of the label.")
+flags.DEFINE_enum("tsv_header", "auto", ["auto", "true", "false"],
+                  "tsv task: whether files start with a header row (auto: a first row naming "
+                  "columns such as text/text_a/label is a header).")
+flags.DEFINE_string("xnli_language", "zh", "xnli task: the language to train and evaluate on.")
+
+
+def get_processor():
+  """The DataProcessor for --task_name."""
+  task = (FLAGS.task_name or "").lower()
+  if task == "tsv":
+    return classifier_data.TsvProcessor(FLAGS.output_dir, FLAGS.text_a_column,
+                                        FLAGS.text_b_column, FLAGS.label_column, FLAGS.tsv_header)
+  processors = {
+      "xnli": lambda: classifier_data.XnliProcessor(FLAGS.xnli_language),
+      "mnli": classifier_data.MnliProcessor,
+      "mrpc": classifier_data.MrpcProcessor,
+      "cola": classifier_data.ColaProcessor,
+  }
+  if task not in processors:
+    raise cli.InputError("--task_name=%s: expected one of tsv, %s" %
+                         (FLAGS.task_name, ", ".join(sorted(processors))))
+  return processors[task]()
+
+
+def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels,
+                 num_labels, use_one_hot_embeddings=False):
+  """BERT + a softmax layer on the pooled output (stock names output_weights/output_bias).
+
+  Args:
+    bert_config: BertConfig.
+    is_training: dropout on.
+    input_ids, input_mask, segment_ids: int32 Tensors [batch_size, max_seq_length].
+    labels: int32 Tensor [batch_size].
+    num_labels: number of classes.
+    use_one_hot_embeddings: see BertModel.
+
+  Returns:
+    (loss scalar, per_example_loss [batch_size], logits [batch_size, num_labels],
+     probabilities [batch_size, num_labels]).
+  """
+  model = modeling.BertModel(
+      config=bert_config, is_training=is_training, input_ids=input_ids, input_mask=input_mask,
+      token_type_ids=segment_ids, use_one_hot_embeddings=use_one_hot_embeddings)
+  output_layer = model.get_pooled_output()
+  hidden_size = output_layer.shape[-1]
+
+  output_weights = tf.get_variable(
+      "output_weights", [num_labels, hidden_size],
+      initializer=tf.truncated_normal_initializer(stddev=0.02))
+  output_bias = tf.get_variable("output_bias", [num_labels], initializer=tf.zeros_initializer())
+
+  with tf.variable_scope("loss"):
+    output_layer = modeling.dropout(output_layer, 0.1 if is_training else 0.0)
+    logits = tf.nn.bias_add(tf.matmul(output_layer, output_weights, transpose_b=True),
+                            output_bias)
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot_labels = tf.one_hot(labels, depth=num_labels, dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    loss = tf.reduce_mean(per_example_loss)
+    return (loss, per_example_loss, logits, probabilities)
+
+
+def make_tower_fn(bert_config, num_labels, is_training):
+  """tower_fn for training.train / run_inference: features -> (loss, outputs)."""
+
+  def tower_fn(features):
+    loss, per_example_loss, _, probabilities = create_model(
+        bert_config, is_training, features["input_ids"], features["input_mask"],
+        features["segment_ids"], features["label_ids"], num_labels)
+    return loss, {"per_example_loss": per_example_loss, "probabilities": probabilities}
+
+  return tower_fn
+
+
+def make_input_fn(record_file, is_training):
+  """input_fn(global_batch_size, seed) reading classification records."""
+
+  def input_fn(global_batch_size, seed):
+    return input_pipeline.record_dataset(
+        [record_file], classifier_data.name_to_features(FLAGS.max_seq_length),
+        global_batch_size, is_training, seed=seed)
+
+  return input_fn
+
+
+def classification_report(probabilities, per_example_loss, label_ids, label_list):
+  """Accuracy, mean loss and per-class precision/recall/F1 (plus macro F1) as a dict."""
+  predictions = np.argmax(probabilities, axis=-1)
+  results = {
+      "eval_accuracy": float(np.mean(predictions == label_ids)),
+      "eval_loss": float(np.mean(per_example_loss)),
+      "eval_examples": int(len(label_ids)),
+  }
+  results["loss"] = results["eval_loss"]
+  f1s = []
+  for i, label in enumerate(label_list):
+    tp = float(np.sum((predictions == i) & (label_ids == i)))
+    precision = tp / max(float(np.sum(predictions == i)), 1.0)
+    recall = tp / max(float(np.sum(label_ids == i)), 1.0)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    f1s.append(f1)
+    results["precision_%s" % label] = precision
+    results["recall_%s" % label] = recall
+    results["f1_%s" % label] = f1
+  results["macro_f1"] = float(np.mean(f1s))
+  return results
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+    raise cli.InputError("at least one of --do_train, --do_eval or --do_predict must be set")
+  if not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir):
+    raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
+  common_flags.require_output_dir()
+  bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer()
+  processor = get_processor()
+
+  def features_file(split, examples, source_file, label_list):
+    return classifier_data.cached_features_file(
+        examples, split, source_file, label_list, tokenizer_digest, FLAGS.max_seq_length,
+        FLAGS.truncation, FLAGS.output_dir, tokenizer, FLAGS.task_name.lower())
+
+  def source(name):
+    """The file a split was read from, for cache keys and messages."""
+    names = {"mnli": {"dev": "dev_matched.tsv", "test": "test_matched.tsv"},
+             "xnli": {"train": os.path.join("multinli", "multinli.train.%s.tsv" %
+                                            FLAGS.xnli_language),
+                      "dev": "xnli.dev.tsv", "test": "xnli.test.tsv"}}
+    return os.path.join(FLAGS.data_dir,
+                        names.get(FLAGS.task_name.lower(), {}).get(name, name + ".tsv"))
+
+  if FLAGS.do_train:
+    train_examples = processor.get_train_examples(FLAGS.data_dir)
+    label_list = processor.get_labels()
+    # Validate dev labels before spending hours training.
+    if FLAGS.do_eval:
+      dev_examples = processor.get_dev_examples(FLAGS.data_dir)
+      features_file("dev", dev_examples, source("dev"), label_list)
+    global_batch = FLAGS.train_batch_size * FLAGS.n_gpus
+    num_train_steps = max(1, int(len(train_examples) / global_batch * FLAGS.num_train_epochs))
+    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+    train_file = features_file("train", train_examples, source("train"), label_list)
+    logging.info("***** Training: %d examples, global batch %d (%d x %d towers), %d steps *****",
+                 len(train_examples), global_batch, FLAGS.train_batch_size, FLAGS.n_gpus,
+                 num_train_steps)
+    training.train(make_tower_fn(bert_config, len(label_list), is_training=True),
+                   make_input_fn(train_file, is_training=True),
+                   common_flags.train_spec(num_train_steps, num_warmup_steps))
+
+  label_list = processor.get_labels()
+  if FLAGS.do_eval or FLAGS.do_predict:
+    checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
+
+  if FLAGS.do_eval:
+    dev_examples = processor.get_dev_examples(FLAGS.data_dir)
+    dev_file = features_file("dev", dev_examples, source("dev"), label_list)
+    # Eval runs on the first device only, like stock BERT's Estimator eval.
+    outputs = training.run_inference(make_tower_fn(bert_config, len(label_list), False),
+                                     make_input_fn(dev_file, False), checkpoint, 1,
+                                     FLAGS.eval_batch_size)
+    label_map = {label: i for i, label in enumerate(label_list)}
+    label_ids = np.array([label_map[e.label] for e in dev_examples])
+    results = classification_report(outputs["probabilities"], outputs["per_example_loss"],
+                                     label_ids, label_list)
+    results["global_step"] = int(tf.train.load_variable(checkpoint, "global_step"))
+    common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+
+  if FLAGS.do_predict:
+    test_examples = processor.get_test_examples(FLAGS.data_dir)
+    test_file = features_file("test", test_examples, source("test"), label_list)
+    outputs = training.run_inference(make_tower_fn(bert_config, len(label_list), False),
+                                     make_input_fn(test_file, False), checkpoint, FLAGS.n_gpus,
+                                     FLAGS.predict_batch_size)
+    probabilities = outputs["probabilities"]
+    if len(probabilities) != len(test_examples):
+      raise RuntimeError("predicted %d rows for %d test examples" %
+                         (len(probabilities), len(test_examples)))
+    with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, "test_results.tsv"), "w") as writer:
+      for row in probabilities:
+        writer.write("\t".join(str(p) for p in row) + "\n")
+    with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, "predict.txt"), "w") as writer:
+      for row in probabilities:
+        writer.write(label_list[int(np.argmax(row))] + "\n")
+    logging.info("Wrote %d predictions to %s", len(probabilities),
+                 os.path.join(FLAGS.output_dir, "predict.txt"))
+
+
+if __name__ == "__main__":
+  tf.disable_v2_behavior()
+  cli.run_main(main)
