@@ -169,7 +169,9 @@ class BertModel(object):
     if token_type_ids is None:
       token_type_ids = tf.zeros(shape=[batch_size, seq_length], dtype=tf.int32)
 
-    with tf.variable_scope(scope, default_name="bert"):
+    # An explicit name (stock uses default_name="bert") so that building the model again under
+    # reuse finds bert/... instead of creating a uniquified bert_1/... copy.
+    with tf.variable_scope(scope or "bert"):
       with tf.variable_scope("embeddings"):
         (self.embedding_output, self.embedding_table) = embedding_lookup(
             input_ids=input_ids,
