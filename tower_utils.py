@@ -17,6 +17,11 @@ update live there too. So the reduction and the optimizer work are split evenly 
 instead of one GPU receiving every tower's full gradient and doing every update, and no card holds
 more than about 1/G of the parameters' optimizer state.
 
+The one exception is the word-embedding lookup: TensorFlow runs a gather on a variable where the
+variable lives, so each tower receives only its batch's rows of the table (a few hundred KB) rather
+than the whole table (tens of MB); the lookup's gradient is sparse (IndexedSlices) for the same
+reason.
+
 What a tower does. Each tower takes an equal slice of the global batch
 (`train_batch_size * n_gpus` rows), runs its forward and backward pass on its own device
 (gradients are colocated with their forward ops), and returns its loss and gradients.
