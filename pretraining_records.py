@@ -1,0 +1,97 @@
+# coding=utf-8
+"""Feature specs of BERT pretraining TFRecords, and detection of which kind a file holds.
+
+create_pretraining_data.py writes three layouts (L = max_seq_length, P = max_predictions_per_seq):
+
+  static (stock)   input_ids[L], input_mask[L], segment_ids[L], masked_lm_positions[P],
+                   masked_lm_ids[P], masked_lm_weights[P] (float), next_sentence_labels[1]
+  static --no_nsp  the same without next_sentence_labels
+  dynamic          input_ids[L] (unmasked), input_mask[L], segment_ids[L], word_starts[L],
+                   and next_sentence_labels[1] unless --no_nsp; masking.mask_batch masks them
+                   at train time.
+
+All features are int64 except masked_lm_weights (float32).
+"""
+
+import tensorflow.compat.v1 as tf
+
+from cli import InputError
+
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+STATIC_MASK_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+WORD_STARTS_FEATURE = "word_starts"
+NSP_FEATURE = "next_sentence_labels"
+
+
+def name_to_features(max_seq_length, max_predictions_per_seq, dynamic=False, has_nsp=True):
+  """The tf.io.FixedLenFeature spec for tf.io.parse_single_example.
+
+  Args:
+    max_seq_length: int, L.
+    max_predictions_per_seq: int, P (ignored when `dynamic`).
+    dynamic: records hold unmasked input_ids plus word_starts (--dynamic_masking).
+    has_nsp: records hold next_sentence_labels (i.e. they were not made with --no_nsp).
+
+  Returns:
+    dict feature name -> tf.io.FixedLenFeature.
+  """
+  spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in SEQUENCE_FEATURES}
+  if dynamic:
+    spec[WORD_STARTS_FEATURE] = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+  else:
+    spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    spec["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
+  if has_nsp:
+    spec[NSP_FEATURE] = tf.io.FixedLenFeature([1], tf.int64)
+  return spec
+
+
+def inspect_records(path):
+  """Reads the first record of `path` and tells which layout the file holds.
+
+  Args:
+    path: a TFRecord file written by create_pretraining_data.py (or stock BERT's).
+
+  Returns:
+    dict(dynamic=bool, has_nsp=bool, max_seq_length=int, max_predictions_per_seq=int or None);
+    max_predictions_per_seq is None for dynamic records, whose masking happens at train time.
+
+  Raises:
+    InputError: if the file is missing, empty, not a TFRecord file, or its records are not BERT
+      pretraining examples.
+  """
+  if not tf.io.gfile.exists(path):
+    raise InputError("%s: no such file" % path)
+  try:
+    first = next(iter(tf.io.tf_record_iterator(path)), None)
+  except (tf.errors.DataLossError, tf.errors.OpError) as e:
+    raise InputError("%s: not a TFRecord file (%s)" % (path, e.message.splitlines()[0]))
+  if first is None:
+    raise InputError("%s: holds no records (expected BERT pretraining examples)" % path)
+  try:
+    features = tf.train.Example.FromString(first).features.feature
+  except Exception:  # pylint: disable=broad-except
+    # protobuf raises its own DecodeError type, which differs across protobuf backends.
+    raise InputError("%s: the first record is not a tf.train.Example" % path)
+  return _describe_layout(path, features)
+
+
+def _describe_layout(path, features):
+  """Checks a record's feature map against the layouts above; returns inspect_records' dict."""
+  missing = [name for name in SEQUENCE_FEATURES if name not in features]
+  if missing:
+    raise InputError("%s: not a BERT pretraining TFRecord (missing feature %s)" %
+                     (path, ", ".join(missing)))
+  max_seq_length = len(features["input_ids"].int64_list.value)
+  dynamic = WORD_STARTS_FEATURE in features
+  expected = [WORD_STARTS_FEATURE] if dynamic else list(STATIC_MASK_FEATURES)
+  missing = [name for name in expected if name not in features]
+  if missing:
+    raise InputError("%s: not a BERT pretraining TFRecord (has neither word_starts nor %s)" %
+                     (path, ", ".join(missing)))
+  max_predictions_per_seq = None
+  if not dynamic:
+    max_predictions_per_seq = len(features["masked_lm_positions"].int64_list.value)
+  return dict(dynamic=dynamic, has_nsp=NSP_FEATURE in features, max_seq_length=max_seq_length,
+              max_predictions_per_seq=max_predictions_per_seq)
