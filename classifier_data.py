@@ -298,11 +298,7 @@ class TsvProcessor(DataProcessor):
       return True, (found["text_a"], found["text_b"], found["label"])
     width = len(rows[0][1])
     if not need_label:
-      # Unlabeled test files drop the label column of the train layout.
-      train_width = 2 if width <= 2 else 3
-      if width == train_width - 1 or width == 1:
-        return False, (0, 1 if width == 2 else None, None)
-      return False, (0, 1 if width >= 3 else None, width - 1)
+      return False, self._unlabeled_columns(path, rows, width)
     if width == 2:
       return False, (0, None, 1)
     if width == 3:
@@ -310,6 +306,23 @@ class TsvProcessor(DataProcessor):
     raise InputError("%s:%d: expected text<TAB>label or text_a<TAB>text_b<TAB>label, got %d "
                      "columns; name them with a header row or --text_a_column/--label_column" %
                      (path, rows[0][0], width))
+
+  def _unlabeled_columns(self, path, rows, width):
+    """Columns of a header-less test file, which may or may not carry the label column.
+
+    A last column whose every value is a known label is the label column (ignored); otherwise
+    1 column is text, 2 are text_a and text_b.
+    """
+    labels = set(self.get_labels())
+    last_is_label = width >= 2 and all(
+        len(fields) < width or fields[width - 1].strip() in labels for _, fields in rows)
+    text_width = width - 1 if last_is_label else width
+    if text_width == 1:
+      return (0, None, width - 1 if last_is_label else None)
+    if text_width == 2:
+      return (0, 1, width - 1 if last_is_label else None)
+    raise InputError("%s: %d columns and no header; add a header row (text_a, text_b, label) "
+                     "or pass --text_a_column/--text_b_column" % (path, width))
 
   @staticmethod
   def _layout(columns):

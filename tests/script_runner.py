@@ -1,0 +1,45 @@
+"""Runs the project's scripts in a subprocess, as a user would, for end-to-end tests."""
+
+import json
+import os
+import subprocess
+import sys
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+CHINESE_VOCAB = os.path.join(REPO_ROOT, "vocab", "chinese_vocab.txt")
+ENGLISH_VOCAB = os.path.join(REPO_ROOT, "vocab", "english_uncased_vocab.txt")
+
+
+def run_script(script, *args, timeout=600):
+  """Runs `python script args...` from the repo root on CPU; returns CompletedProcess (text)."""
+  env = dict(os.environ)
+  env.update({"CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
+              "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONPATH": REPO_ROOT})
+  return subprocess.run([sys.executable, os.path.join(REPO_ROOT, script)] + list(args),
+                        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(proc, *fragments):
+  """The process failed with exit 2 and a single `error: ...` line containing `fragments`."""
+  assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+  assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  error_lines = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+  assert len(error_lines) == 1, proc.stderr[-3000:]
+  for fragment in fragments:
+    assert fragment in error_lines[0], (fragment, error_lines[0])
+  return error_lines[0]
+
+
+def write_tiny_bert_config(path, vocab_size, max_position_embeddings=64, hidden_size=32,
+                           num_hidden_layers=1, **overrides):
+  """Writes a small bert_config.json for fast end-to-end runs."""
+  config = {"vocab_size": vocab_size, "hidden_size": hidden_size,
+            "num_hidden_layers": num_hidden_layers, "num_attention_heads": 4,
+            "intermediate_size": 2 * hidden_size, "hidden_act": "gelu",
+            "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+            "max_position_embeddings": max_position_embeddings, "type_vocab_size": 2,
+            "initializer_range": 0.02}
+  config.update(overrides)
+  with open(path, "w") as f:
+    json.dump(config, f)
+  return str(path)

@@ -1,0 +1,249 @@
+"""run_classifier_mgpu.py end to end, its data readers, caching, truncation and input errors."""
+
+import os
+import re
+
+import pytest
+
+from cli import InputError
+import classifier_data
+import tokenization
+from script_runner import CHINESE_VOCAB, assert_one_line_error, run_script, \
+    write_tiny_bert_config
+
+POS = ["好", "喜欢", "满意", "推荐"]
+NEG = ["差", "讨厌", "失望", "后悔"]
+
+
+def _write(path, rows):
+  path.write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+  return path
+
+
+def _make_task(root, n_train=64, n_dev=10, n_test=13, test_header=True):
+  """A tiny two-label Chinese task; the test set (13 rows) fits no batch or tower count."""
+  root.mkdir(parents=True, exist_ok=True)
+
+  def rows(n, offset):
+    out = []
+    for i in range(n):
+      words = POS if (i + offset) % 2 == 0 else NEG
+      out.append(["酒店%s服务%s" % (words[i % 4], words[(i + 1) % 4]),
+                  "pos" if (i + offset) % 2 == 0 else "neg"])
+    return out
+
+  _write(root / "train.tsv", rows(n_train, 0))
+  _write(root / "dev.tsv", rows(n_dev, 1))
+  test = rows(n_test, 0)
+  _write(root / "test.tsv", ([["qid", "text_a"]] if test_header else []) +
+         [[str(i), t] for i, (t, _) in enumerate(test)])
+  return root
+
+
+def _common_args(data_dir, output_dir, config, *extra):
+  return ["--task_name=tsv", "--data_dir=%s" % data_dir, "--vocab_file=%s" % CHINESE_VOCAB,
+          "--bert_config_file=%s" % config, "--output_dir=%s" % output_dir,
+          "--max_seq_length=16", "--train_batch_size=4", "--predict_batch_size=3",
+          "--eval_batch_size=4", "--learning_rate=1e-3", "--log_every_n_steps=2"] + list(extra)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """One real training run with 2 towers shared by the end-to-end tests."""
+  root = tmp_path_factory.mktemp("clf")
+  data_dir = _make_task(root / "data")
+  config = write_tiny_bert_config(root / "bert_config.json", 21128)
+  out = root / "out"
+  proc = run_script("run_classifier_mgpu.py",
+                    *_common_args(data_dir, out, config, "--do_train", "--do_eval",
+                                  "--do_predict", "--num_train_epochs=2", "--n_gpus=2",
+                                  "--save_checkpoints_steps=4"))
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  return root, data_dir, config, out, proc
+
+
+def test_train_eval_predict_outputs(trained):
+  _, _, _, out, proc = trained
+  # 64 examples / (4 x 2 towers) x 2 epochs = 16 steps.
+  assert "tower 1 -> /device:CPU:1" in proc.stderr
+  assert re.search(r"step 16/16  loss [0-9.]+  lr [0-9.e+-]+  [0-9.]+ examples/sec  ETA",
+                   proc.stderr)
+  results = dict(line.split(" = ") for line in
+                 (out / "eval_results.txt").read_text().splitlines())
+  for key in ("eval_accuracy", "eval_loss", "global_step", "loss", "precision_pos",
+              "recall_neg", "f1_pos", "macro_f1"):
+    assert key in results
+  assert int(results["global_step"]) == 16
+  assert int(results["eval_examples"]) == 10
+  assert (out / "labels.txt").read_text() == "neg\npos\n"
+  assert any(name.startswith("events.out.tfevents") for name in os.listdir(out))
+
+
+def test_predict_txt_has_one_label_per_test_row_in_order(trained):
+  _, _, _, out, _ = trained
+  lines = (out / "predict.txt").read_text().splitlines()
+  assert len(lines) == 13  # neither a multiple of predict_batch_size=3 nor of 2 towers x 3
+  assert set(lines) <= {"pos", "neg"}
+  probs = (out / "test_results.tsv").read_text().splitlines()
+  assert len(probs) == 13
+  for line, row in zip(lines, probs):
+    p = [float(x) for x in row.split("\t")]
+    assert abs(sum(p) - 1.0) < 1e-4
+    assert line == ["neg", "pos"][p.index(max(p))]
+
+
+def test_rerun_resumes_from_latest_checkpoint_and_predicts_with_three_towers(trained, tmp_path):
+  root, data_dir, config, out, _ = trained
+  proc = run_script("run_classifier_mgpu.py",
+                    *_common_args(data_dir, out, config, "--do_train", "--do_predict",
+                                  "--num_train_epochs=3", "--n_gpus=2",
+                                  "--save_checkpoints_steps=4"))
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  # 3 epochs = 24 steps: the re-run starts at the saved step 16 instead of 0.
+  assert "Resuming from" in proc.stderr and "model.ckpt-16" in proc.stderr
+  assert "steps 16 -> 24" in proc.stderr
+  assert "Using cached train features" in proc.stderr
+  # Predict-only with 3 towers from the trained output_dir (labels come from labels.txt).
+  proc = run_script("run_classifier_mgpu.py",
+                    *_common_args(data_dir, out, config, "--do_predict", "--n_gpus=3"))
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  assert len((out / "predict.txt").read_text().splitlines()) == 13
+
+
+# ------------------------------------------------------------------------------- input errors
+
+
+def _run_error_case(tmp_path, mutate, *extra):
+  data_dir = _make_task(tmp_path / "data", n_train=8, n_dev=4, n_test=3)
+  config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128)
+  args = _common_args(data_dir, tmp_path / "out", config, "--do_train", "--do_eval",
+                      "--num_train_epochs=1")
+  args = mutate(data_dir, config, args) if mutate else args
+  return run_script("run_classifier_mgpu.py", *(args + list(extra)))
+
+
+def test_missing_data_file(tmp_path):
+  proc = _run_error_case(tmp_path, lambda d, c, a: (os.remove(d / "train.tsv"), a)[1])
+  assert_one_line_error(proc, "train.tsv", "no such file")
+
+
+def test_malformed_row_names_file_and_line(tmp_path):
+  def mutate(data_dir, config, args):
+    lines = (data_dir / "train.tsv").read_text(encoding="utf-8").splitlines()
+    lines[4] = "a row without a label"
+    (data_dir / "train.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return args
+  proc = _run_error_case(tmp_path, mutate)
+  assert_one_line_error(proc, "train.tsv:5:", "expected at least 2 tab-separated columns")
+
+
+def test_unknown_label_in_dev(tmp_path):
+  def mutate(data_dir, config, args):
+    with open(data_dir / "dev.tsv", "a", encoding="utf-8") as f:
+      f.write("服务很好\tneutral\n")
+    return args
+  proc = _run_error_case(tmp_path, mutate)
+  assert_one_line_error(proc, "dev.tsv", "line 5", "'neutral'", "['neg', 'pos']")
+
+
+def test_max_seq_length_above_max_position_embeddings(tmp_path):
+  proc = _run_error_case(tmp_path, None, "--max_seq_length=100")
+  assert_one_line_error(proc, "--max_seq_length=100 exceeds max_position_embeddings=64")
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_n_gpus_below_one(tmp_path, value):
+  proc = _run_error_case(tmp_path, None, "--n_gpus=%s" % value)
+  assert_one_line_error(proc, "--n_gpus=%s: expected an integer >= 1" % value)
+
+
+def test_vocab_size_not_matching_config(tmp_path):
+  def mutate(data_dir, config, args):
+    write_tiny_bert_config(config, 30522)
+    return args
+  proc = _run_error_case(tmp_path, mutate)
+  assert_one_line_error(proc, "chinese_vocab.txt has 21128 entries but vocab_size=30522")
+
+
+def test_missing_init_checkpoint(tmp_path):
+  proc = _run_error_case(tmp_path, None, "--init_checkpoint=%s" % (tmp_path / "nope.ckpt"))
+  assert_one_line_error(proc, "--init_checkpoint=", "no checkpoint there")
+
+
+# --------------------------------------------------------------------------- readers and cache
+
+
+def test_stock_mrpc_and_cola_formats(tmp_path):
+  mrpc = tmp_path / "mrpc"
+  mrpc.mkdir()
+  header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+  (mrpc / "train.tsv").write_text(
+      "\ufeff" + "\n".join("\t".join(r) for r in [
+          header, ["1", "1", "2", "He said so.", "So he said."],
+          ["0", "3", "4", "It rains.", "The sun shines."]]) + "\n", encoding="utf-8")
+  examples = classifier_data.MrpcProcessor().get_train_examples(str(mrpc))
+  assert [(e.text_a, e.text_b, e.label) for e in examples] == [
+      ("He said so.", "So he said.", "1"), ("It rains.", "The sun shines.", "0")]
+  cola = tmp_path / "cola"
+  cola.mkdir()
+  _write(cola / "dev.tsv", [["gj04", "1", "", "The book was read."],
+                            ["gj04", "0", "*", "Book the read was."]])
+  examples = classifier_data.ColaProcessor().get_dev_examples(str(cola))
+  assert [(e.text_a, e.text_b, e.label) for e in examples] == [
+      ("The book was read.", None, "1"), ("Book the read was.", None, "0")]
+
+
+def test_tsv_task_layouts(tmp_path):
+  _write(tmp_path / "train.tsv", [["text_a", "text_b", "label"], ["甲", "乙", "x"],
+                                  ["丙", "丁", "y"]])
+  _write(tmp_path / "test.tsv", [["丙", "丁"]])
+  processor = classifier_data.TsvProcessor(str(tmp_path / "out"))
+  train = processor.get_train_examples(str(tmp_path))
+  assert [(e.text_a, e.text_b, e.label) for e in train] == [("甲", "乙", "x"), ("丙", "丁", "y")]
+  assert processor.get_labels() == ["x", "y"]
+  test = processor.get_test_examples(str(tmp_path))
+  assert [(e.text_a, e.text_b, e.label) for e in test] == [("丙", "丁", None)]
+  # Explicit columns: label first.
+  _write(tmp_path / "train.tsv", [["x", "甲"], ["y", "乙"]])
+  processor = classifier_data.TsvProcessor(str(tmp_path / "out2"), text_a_column=1,
+                                           label_column=0)
+  assert [(e.text_a, e.label) for e in processor.get_train_examples(str(tmp_path))] == [
+      ("甲", "x"), ("乙", "y")]
+
+
+def test_predict_only_without_labels_file_is_a_clear_error(tmp_path):
+  processor = classifier_data.TsvProcessor(str(tmp_path / "empty_out"))
+  with pytest.raises(InputError, match="labels.txt: no such file"):
+    processor.get_labels()
+
+
+def test_truncation_modes():
+  tokens = [str(i) for i in range(300)]
+  assert classifier_data.truncate_tokens(tokens, 10, "head") == (tokens[:10], True)
+  assert classifier_data.truncate_tokens(tokens, 10, "tail") == (tokens[-10:], True)
+  kept, cut = classifier_data.truncate_tokens(tokens, 510, "head")
+  assert kept == tokens and not cut
+  # max_seq_length=200: budget 198 = first 128 + last 70 (= max_seq_length - 130).
+  kept, cut = classifier_data.truncate_tokens(tokens, 198, "head_tail")
+  assert cut and kept == tokens[:128] + tokens[-70:]
+
+
+def test_cache_is_keyed_on_vocab_and_max_seq_length(tmp_path):
+  data_dir = _make_task(tmp_path / "data", n_train=4)
+  processor = classifier_data.TsvProcessor(str(tmp_path / "out"))
+  examples = processor.get_train_examples(str(data_dir))
+  tokenizer = tokenization.FullTokenizer(CHINESE_VOCAB)
+
+  def build(max_seq_length, digest):
+    return classifier_data.cached_features_file(
+        examples, "train", str(data_dir / "train.tsv"), ["neg", "pos"], digest, max_seq_length,
+        "head", str(tmp_path / "out"), tokenizer, "tsv")
+
+  a = build(16, "vocab-a")
+  assert build(16, "vocab-a") == a
+  assert build(32, "vocab-a") != a
+  assert build(16, "vocab-b") != a
+  # An edited data file is a new cache too.
+  with open(data_dir / "train.tsv", "a", encoding="utf-8") as f:
+    f.write("新的\tpos\n")
+  assert build(16, "vocab-a") != a
