@@ -85,10 +85,12 @@ def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_war
   tvars = [v for (_, v) in grads_and_vars]
   (grads, _) = tf.clip_by_global_norm(grads, clip_norm=clip_norm)
 
-  train_op = optimizer.apply_gradients(list(zip(grads, tvars)), global_step=global_step)
+  apply_op = optimizer.apply_gradients(list(zip(grads, tvars)), global_step=global_step)
   # Like stock BERT, AdamWeightDecayOptimizer does not touch global_step; the increment is here.
-  new_global_step = global_step + 1
-  train_op = tf.group(train_op, [global_step.assign(new_global_step)])
+  # Unlike stock (a plain tf.group), it waits for the update: otherwise the update may read the
+  # learning rate of the next step, at random.
+  with tf.control_dependencies([apply_op]):
+    train_op = global_step.assign_add(1)
   return train_op, learning_rate
 
 

@@ -1,0 +1,65 @@
+"""optimization.py: schedule, stock slot names, decoupled weight decay, clipping."""
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+import optimization
+
+
+def test_learning_rate_warms_up_linearly_then_decays_linearly_to_zero():
+  with tf.Graph().as_default(), tf.Session() as sess:
+    step = tf.placeholder(tf.int64, [])
+    lr = optimization.learning_rate_schedule(1e-3, step, num_train_steps=100, num_warmup_steps=10)
+    values = [sess.run(lr, {step: s}) for s in (0, 5, 10, 55, 100)]
+  np.testing.assert_allclose(values, [0.0, 5e-4, 9e-4, 4.5e-4, 0.0], atol=1e-9)
+
+
+def test_one_update_matches_the_adamw_formula_and_stock_slot_names():
+  grad_w = np.array([[0.3, -0.4]], np.float32)  # global norm 0.5: below the clip
+  grad_b = np.array([0.0, 0.0], np.float32)
+  with tf.Graph().as_default(), tf.Session() as sess:
+    with tf.variable_scope("layer"):
+      w = tf.get_variable("dense/kernel", initializer=tf.constant([[1.0, 2.0]]))
+      b = tf.get_variable("LayerNorm/beta", initializer=tf.constant([1.0, 1.0]))
+    train_op, lr = optimization.create_train_op_from_grads(
+        [(tf.constant(grad_w), w), (tf.constant(grad_b), b)], init_lr=0.1, num_train_steps=10,
+        num_warmup_steps=0)
+    sess.run(tf.global_variables_initializer())
+    lr_value = sess.run(lr)
+    sess.run(train_op)
+    names = sorted(v.op.name for v in tf.global_variables())
+    new_w, new_b, step = sess.run([w, b, tf.train.get_global_step()])
+  assert names == ["global_step", "layer/LayerNorm/beta", "layer/LayerNorm/beta/adam_m",
+                   "layer/LayerNorm/beta/adam_v", "layer/dense/kernel",
+                   "layer/dense/kernel/adam_m", "layer/dense/kernel/adam_v"]
+  assert step == 1
+  m = 0.1 * grad_w
+  v = 0.001 * grad_w ** 2
+  expected_w = np.array([[1.0, 2.0]]) - lr_value * (m / (np.sqrt(v) + 1e-6) +
+                                                    0.01 * np.array([[1.0, 2.0]]))
+  np.testing.assert_allclose(new_w, expected_w, rtol=1e-5)
+  # LayerNorm (and bias) get no weight decay: a zero gradient leaves them unchanged.
+  np.testing.assert_allclose(new_b, [1.0, 1.0])
+
+
+def test_gradients_are_clipped_to_global_norm_one():
+  with tf.Graph().as_default(), tf.Session() as sess:
+    w = tf.get_variable("w_bias", initializer=tf.constant([0.0, 0.0]))
+    # Adam normalises the step, so clip the effect through m: m = 0.1 * clipped gradient.
+    train_op, _ = optimization.create_train_op_from_grads(
+        [(tf.constant([30.0, 40.0]), w)], init_lr=0.1, num_train_steps=10, num_warmup_steps=0)
+    sess.run(tf.global_variables_initializer())
+    sess.run(train_op)
+    m = sess.run(tf.global_variables("w_bias/adam_m")[0])
+  np.testing.assert_allclose(m, [0.1 * 0.6, 0.1 * 0.8], rtol=1e-5)
+
+
+def test_stock_create_optimizer_trains_a_loss():
+  with tf.Graph().as_default(), tf.Session() as sess:
+    x = tf.get_variable("x", initializer=tf.constant(3.0))
+    loss = tf.square(x - 1.0)
+    train_op = optimization.create_optimizer(loss, 0.1, 200, 10, use_tpu=False)
+    sess.run(tf.global_variables_initializer())
+    for _ in range(200):
+      sess.run(train_op)
+    assert abs(sess.run(x) - 1.0) < 0.1
