@@ -244,6 +244,17 @@ def find_checkpoint(output_dir, init_checkpoint):
                    "--init_checkpoint is not set (train first with --do_train)" % output_dir)
 
 
+def _check_checkpoint_has(checkpoint, variables):
+  """Raises InputError naming the variables of the model that `checkpoint` lacks."""
+  saved = dict(tf.train.list_variables(checkpoint))
+  missing = [v.op.name for v in variables if v.op.name not in saved]
+  if missing:
+    raise InputError(
+        "checkpoint %s lacks %d variable(s) of the model, e.g. %s: it was not trained for this "
+        "task (train with --do_train first, or point --output_dir at a trained model)" %
+        (checkpoint, len(missing), ", ".join(missing[:3])))
+
+
 def _pad_batch(features, global_batch_size):
   """Pads every feature of a (possibly short) batch to global_batch_size rows.
 
@@ -290,6 +301,7 @@ def run_inference(tower_fn, input_fn, checkpoint, n_towers, batch_size_per_tower
       features = tf.data.make_one_shot_iterator(dataset).get_next()
       features, is_real = _pad_batch(features, global_batch_size)
     towers = tower_utils.build_towers(tower_fn, features, n_towers, compute_gradients=False)
+    _check_checkpoint_has(checkpoint, tf.global_variables())
     saver = tf.train.Saver(tf.global_variables())
     collected = collections.defaultdict(list)
     with tf.Session(config=tower_utils.session_config(n_towers)) as sess:

@@ -247,3 +247,23 @@ def test_cache_is_keyed_on_vocab_and_max_seq_length(tmp_path):
   with open(data_dir / "train.tsv", "a", encoding="utf-8") as f:
     f.write("新的\tpos\n")
   assert build(16, "vocab-a") != a
+
+
+def test_predict_from_a_checkpoint_without_the_classifier_is_a_clear_error(tmp_path):
+  import json  # pylint: disable=g-import-not-at-top
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  import modeling  # pylint: disable=g-import-not-at-top
+  data_dir = _make_task(tmp_path / "data", n_train=4, n_dev=2, n_test=2)
+  config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128)
+  with tf.Graph().as_default():
+    modeling.BertModel(modeling.BertConfig.from_dict(json.load(open(config))), False,
+                       tf.zeros([1, 4], tf.int32))
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      tf.train.Saver().save(sess, str(tmp_path / "bert_model.ckpt"))
+  (tmp_path / "out").mkdir()
+  (tmp_path / "out" / "labels.txt").write_text("neg\npos\n")
+  proc = run_script("run_classifier_mgpu.py", *_common_args(
+      data_dir, tmp_path / "out", config, "--do_predict",
+      "--init_checkpoint=%s" % (tmp_path / "bert_model.ckpt")))
+  assert_one_line_error(proc, "bert_model.ckpt lacks 2 variable(s)", "output_weights")
