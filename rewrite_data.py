@@ -1,0 +1,322 @@
+"""Data for text rewriting (UniLM-style seq2seq with BERT): TSV pairs, packing, caching, text.
+
+Every example is packed into one sequence of max_seq_length WordPiece ids:
+
+  [CLS] source [SEP] target [SEP] [PAD] ...
+  segment_ids  0 ... 0   1 ... 1   0 ...
+
+The source gets a fixed share, max_seq_length - max_target_length - 3 tokens (longer sources
+keep their head), so that at decoding time max_target_length tokens and the final [SEP] always
+fit after it. A target longer than max_target_length keeps its head and loses its final [SEP]:
+the model must not learn to stop where the text was cut. Test rows may carry no target; they
+are packed as `[CLS] source [SEP]`.
+
+Rewrite pretraining (`make_pretraining_pairs`) turns plain text into the same kind of pairs.
+"""
+
+import collections
+import glob
+import os
+
+from absl import logging
+import tensorflow.compat.v1 as tf
+
+from cli import InputError
+import input_pipeline
+import tokenization
+
+# Bumped whenever the packing changes, so old cached records are not reused.
+RECORD_FORMAT = "rewrite-records-v1"
+COLUMN_ORDERS = ("source_target", "target_source")
+PRETRAIN_TASKS = ("continue", "span")
+# SentencePiece marks the start of a word with this character.
+_SPM_WORD_START = u"\u2581"
+
+RewriteRow = collections.namedtuple("RewriteRow", ["line_number", "source", "target"])
+
+
+def source_budget(max_seq_length, max_target_length):
+  """Source tokens that fit: max_seq_length - max_target_length - 3 ([CLS], [SEP], [SEP])."""
+  budget = max_seq_length - max_target_length - 3
+  if max_target_length < 1 or budget < 1:
+    raise InputError("--max_target_length=%d with --max_seq_length=%d leaves %d source tokens; "
+                     "need max_target_length >= 1 and max_seq_length >= max_target_length + 4"
+                     % (max_target_length, max_seq_length, budget))
+  return budget
+
+
+def _tsv_rows(path):
+  """Yields (line_number, fields) of a UTF-8 TSV file (no header, no quoting)."""
+  if not os.path.isfile(path):
+    raise InputError("%s: no such file" % path)
+  with open(path, "r", encoding="utf-8-sig") as f:
+    for line_number, line in enumerate(f, 1):
+      fields = line.rstrip("\r\n").split("\t")
+      if any(not field.strip() for field in fields):
+        raise InputError("%s:%d: empty column (or blank line); every column must hold text" %
+                         (path, line_number))
+      yield line_number, fields
+
+
+def read_rewrite_tsv(path, column_order="source_target", need_target=True):
+  """Reads `source<TAB>target` rows (`target<TAB>source` with column_order="target_source").
+
+  Args:
+    path: the TSV file. A tab only ever separates columns (texts are not quoted).
+    column_order: one of COLUMN_ORDERS.
+    need_target: False for test files, whose rows may hold the source alone.
+
+  Returns:
+    list of RewriteRow(line_number, source, target or None).
+
+  Raises:
+    InputError naming the file and line of a row with the wrong number of columns or an empty
+    column.
+  """
+  rows = []
+  for line_number, fields in _tsv_rows(path):
+    if len(fields) == 1 and not need_target:
+      rows.append(RewriteRow(line_number, fields[0], None))
+    elif len(fields) != 2:
+      layout = "target<TAB>source" if column_order == "target_source" else "source<TAB>target"
+      raise InputError("%s:%d: expected %s (2 tab-separated columns%s), got %d" %
+                       (path, line_number, layout, "" if need_target else ", or the source "
+                        "alone", len(fields)))
+    elif column_order == "target_source":
+      rows.append(RewriteRow(line_number, fields[1], fields[0]))
+    else:
+      rows.append(RewriteRow(line_number, fields[0], fields[1]))
+  return rows
+
+
+def read_rank_tsv(path):
+  """Reads ranking rows `source<TAB>candidate_1<TAB>...<TAB>candidate_k` (k >= 1).
+
+  Returns:
+    list of RewriteRow(line_number, source, list of candidate strings).
+  """
+  rows = []
+  for line_number, fields in _tsv_rows(path):
+    if len(fields) < 2:
+      raise InputError("%s:%d: expected source<TAB>candidate_1<TAB>...<TAB>candidate_k, got "
+                       "one column" % (path, line_number))
+    rows.append(RewriteRow(line_number, fields[0], fields[1:]))
+  return rows
+
+
+def encode_pair(tokenizer, source_tokens, target_tokens, max_seq_length, max_target_length):
+  """Packs one example into fixed-length id lists (see the module docstring).
+
+  Args:
+    tokenizer: FullTokenizer (for its vocabulary).
+    source_tokens: list of source WordPiece tokens.
+    target_tokens: list of target tokens, or None (test rows: the source part alone).
+    max_seq_length, max_target_length: the layout.
+
+  Returns:
+    (features, source_truncated, target_truncated): features is a dict of "input_ids",
+    "input_mask", "segment_ids", each a list of max_seq_length ints.
+  """
+  budget = source_budget(max_seq_length, max_target_length)
+  tokens = ["[CLS]"] + source_tokens[:budget] + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  target_truncated = False
+  if target_tokens is not None:
+    target_truncated = len(target_tokens) > max_target_length
+    tail = target_tokens[:max_target_length] + ([] if target_truncated else ["[SEP]"])
+    tokens += tail
+    segment_ids += [1] * len(tail)
+  input_ids = tokenizer.convert_tokens_to_ids(tokens)
+  padding = [0] * (max_seq_length - len(input_ids))
+  features = {
+      "input_ids": input_ids + padding,
+      "input_mask": [1] * len(input_ids) + padding,
+      "segment_ids": segment_ids + padding,
+  }
+  return features, len(source_tokens) > budget, target_truncated
+
+
+def name_to_features(max_seq_length):
+  """The TFRecord schema of packed examples."""
+  return {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
+          for name in ("input_ids", "input_mask", "segment_ids")}
+
+
+def _to_example(features):
+  """A tf.train.Example holding int64 list features."""
+  return tf.train.Example(features=tf.train.Features(feature={
+      name: tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+      for name, values in features.items()}))
+
+
+def write_pairs(path, token_pairs, tokenizer, max_seq_length, max_target_length, what):
+  """Packs (source_tokens, target_tokens or None) pairs into a TFRecord file, atomically.
+
+  Logs how many sources and targets were truncated; `what` names the data in that line.
+
+  Returns:
+    the number of examples written.
+  """
+  counts = collections.Counter()
+
+  def _write(tmp_path):
+    with tf.io.TFRecordWriter(tmp_path) as writer:
+      for source_tokens, target_tokens in token_pairs:
+        features, source_cut, target_cut = encode_pair(
+            tokenizer, source_tokens, target_tokens, max_seq_length, max_target_length)
+        counts["examples"] += 1
+        counts["source_truncated"] += int(source_cut)
+        counts["target_truncated"] += int(target_cut)
+        writer.write(_to_example(features).SerializeToString())
+
+  input_pipeline.write_atomically(path, _write)
+  logging.info("%s: %d examples; %d sources truncated to %d tokens, %d targets truncated to %d "
+               "tokens (max_seq_length=%d)", what, counts["examples"], counts["source_truncated"],
+               source_budget(max_seq_length, max_target_length), counts["target_truncated"],
+               max_target_length, max_seq_length)
+  return counts["examples"]
+
+
+def cached_records(output_dir, split, key_parts, make_pairs, tokenizer, max_seq_length,
+                   max_target_length):
+  """The TFRecord file of `split`, built with make_pairs() unless a cache for key_parts exists.
+
+  Args:
+    output_dir: where the cache lives.
+    split: name used in the file name ("train", "dev", ...).
+    key_parts: everything the records depend on besides the layout (file digests, tokenizer
+      digest, options); the layout and RECORD_FORMAT are added here.
+    make_pairs: callable() -> iterable of (source_tokens, target_tokens or None).
+    tokenizer, max_seq_length, max_target_length: see encode_pair.
+
+  Returns:
+    the record file path.
+  """
+  key = input_pipeline.cache_key(RECORD_FORMAT, max_seq_length, max_target_length, *key_parts)
+  path = input_pipeline.cached_record_path(output_dir, split, key)
+  if tf.io.gfile.exists(path):
+    logging.info("Using cached %s records %s", split, path)
+  else:
+    write_pairs(path, make_pairs(), tokenizer, max_seq_length, max_target_length, split)
+  return path
+
+
+def tokenize_rows(tokenizer, rows, with_targets=True):
+  """(source_tokens, target_tokens or None) for each RewriteRow."""
+  for row in rows:
+    target = tokenizer.tokenize(row.target) if with_targets and row.target is not None else None
+    yield tokenizer.tokenize(row.source), target
+
+
+def _is_spaced_script_char(char):
+  """Whether words of this character's script are separated by spaces (Latin, digits, ...).
+
+  CJK text (U+2E80 and above) is written without spaces, and punctuation attaches directly.
+  """
+  return ord(char) < 0x2E80 and char.isalnum()
+
+
+def detokenize(tokens):
+  """Joins WordPiece (or SentencePiece) tokens into text.
+
+  WordPiece: `##` pieces merge into the previous token; CJK characters and punctuation join
+  without spaces; a space separates two neighbouring words of spaced scripts ("new york").
+  SentencePiece pieces (recognised by the word-start mark U+2581) are concatenated with the
+  mark turned into a space. Special tokens ([SEP], [PAD], ...) should be removed by the caller.
+  """
+  if any(token.startswith(_SPM_WORD_START) for token in tokens):
+    return "".join(tokens).replace(_SPM_WORD_START, " ").strip()
+  text = ""
+  for token in tokens:
+    if token.startswith("##") and len(token) > 2:
+      text += token[2:]
+    elif text and _is_spaced_script_char(text[-1]) and _is_spaced_script_char(token[0]):
+      text += " " + token
+    else:
+      text += token
+  return text.strip()
+
+
+def ids_to_text(tokenizer, ids, sep_id):
+  """Decoder output ids -> text: cut at the first [SEP], drop padding (0), detokenize."""
+  ids = [int(i) for i in ids]
+  if sep_id in ids:
+    ids = ids[:ids.index(sep_id)]
+  return detokenize(tokenizer.convert_ids_to_tokens([i for i in ids if i != 0]))
+
+
+def expand_corpus_files(spec):
+  """Comma-separated paths or glob patterns -> sorted list of files; InputError if none."""
+  files = []
+  for pattern in [p.strip() for p in (spec or "").split(",") if p.strip()]:
+    matches = sorted(glob.glob(pattern))
+    if not matches:
+      raise InputError("--corpus_file: %s matches no file" % pattern)
+    files.extend(matches)
+  if not files:
+    raise InputError("--corpus_file is required with --do_pretrain_rewrite")
+  return files
+
+
+def read_passages(paths, tokenizer, max_tokens):
+  """Tokenized passages of plain text files.
+
+  A blank line ends a document. The lines of a document are concatenated and cut into passages
+  of max_tokens tokens (the last one of a document may be shorter), so a passage never spans two
+  documents.
+
+  Returns:
+    list of token lists, each of at least 2 tokens.
+  """
+  passages = []
+  for path in paths:
+    current = []
+    with open(path, "r", encoding="utf-8-sig") as f:
+      for line in f:
+        if not line.strip():
+          passages.append(current)
+          current = []
+          continue
+        current += tokenizer.tokenize(line)
+        while len(current) >= max_tokens:
+          passages.append(current[:max_tokens])
+          current = current[max_tokens:]
+    passages.append(current)
+  return [p for p in passages if len(p) >= 2]
+
+
+def make_pretraining_pairs(passages, rng, max_source_tokens, max_target_length, tasks):
+  """Self-supervised rewrite pairs from passages, in random order.
+
+  Tasks:
+    continue: cut the passage at a random point; source = the text before the cut (its last
+      max_source_tokens tokens), target = what follows. When the rest is longer than
+      max_target_length, encode_pair keeps its head and drops the final [SEP] (the text goes
+      on), so the model learns to stop only where a passage really ends.
+    span: replace a random span of 1..max_target_length tokens (at most a third of the
+      passage) by one [MASK]; source = the passage around it, target = the span.
+
+  Args:
+    passages: list of token lists (at least 2 tokens each).
+    rng: random.Random.
+    max_source_tokens: the source budget of the layout.
+    max_target_length: longest target.
+    tasks: subset of PRETRAIN_TASKS.
+
+  Returns:
+    list of (source_tokens, target_tokens).
+  """
+  pairs = []
+  for tokens in passages:
+    if "continue" in tasks:
+      cut = rng.randint(1, len(tokens) - 1)
+      pairs.append((tokens[max(0, cut - max_source_tokens):cut], tokens[cut:]))
+    if "span" in tasks:
+      length = rng.randint(1, max(1, min(max_target_length, len(tokens) // 3)))
+      start = rng.randint(0, len(tokens) - length)
+      source = tokens[:start] + ["[MASK]"] + tokens[start + length:]
+      # Keep a window of the source around the [MASK] when the passage is too long.
+      first = max(0, min(start - max_source_tokens // 2, len(source) - max_source_tokens))
+      pairs.append((source[first:first + max_source_tokens], tokens[start:start + length]))
+  rng.shuffle(pairs)
+  return pairs
