@@ -4,7 +4,8 @@
 
 train.tsv / dev.tsv hold `text<TAB>label` (positive/negative); test.tsv holds `qid<TAB>text_a`
 with a header and no labels, like a real prediction job. A review's label follows from its
-sentiment words, so a small BERT learns it in a few hundred steps.
+sentiment words (the majority of its clauses), so a small BERT learns it in a few hundred
+steps, though not trivially.
 """
 
 import argparse
@@ -19,12 +20,13 @@ FILLER = ["这个", "真的", "感觉", "我们", "还是", "有点", "非常", 
 
 
 def make_review(rng, label):
-  """A short review whose sentiment words agree with `label`."""
-  words = POSITIVE if label == "positive" else NEGATIVE
-  parts = []
-  for _ in range(rng.randint(2, 4)):
-    parts.append(rng.choice(TOPICS) + rng.choice(FILLER) + rng.choice(words))
-  return "，".join(parts) + "。"
+  """A short review mixing both sentiments; `label` is the majority (2 of 3 or 3 of 4 clauses)."""
+  agree = POSITIVE if label == "positive" else NEGATIVE
+  disagree = NEGATIVE if label == "positive" else POSITIVE
+  n_agree = rng.choice([2, 3])
+  clauses = [rng.choice(agree) for _ in range(n_agree)] + [rng.choice(disagree)]
+  rng.shuffle(clauses)
+  return "，".join(rng.choice(TOPICS) + rng.choice(FILLER) + w for w in clauses) + "。"
 
 
 def write_rows(path, rows):
