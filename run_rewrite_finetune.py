@@ -1,0 +1,334 @@
+"""Text rewriting with BERT (UniLM-style seq2seq) on several GPUs.
+
+Fine-tune, evaluate and predict (stock run_classifier.py flags + --n_gpus):
+
+  export CUDA_VISIBLE_DEVICES=0,1
+  python run_rewrite_finetune.py --data_dir=my_pairs --vocab_file=$BERT/vocab.txt \
+    --bert_config_file=$BERT/bert_config.json --init_checkpoint=$BERT/bert_model.ckpt \
+    --output_dir=out --do_train --do_eval --do_predict --n_gpus=2 \
+    --max_seq_length=128 --max_target_length=32 --beam_size=4
+
+--data_dir holds train.tsv, dev.tsv and test.tsv with rows `source<TAB>target`
+(`--column_order=target_source` for files such as LCSTS's `summary<TAB>content`); test rows may
+hold the source alone. The model is rewrite_model.py (one BERT, UniLM seq2seq attention mask,
+stock MLM head); decoding is rewrite_decoding.py (in-graph greedy/beam search with a key/value
+cache).
+
+Outputs in --output_dir: checkpoints (a re-run resumes from the latest), TensorBoard summaries,
+cached TFRecords, eval_results.txt (character-level bleu4, rouge_l_f, exact_match in percent,
+plus eval_loss, the mean negative log-likelihood per target token under teacher forcing),
+eval_predictions.tsv (source, reference, rewrite of each dev row), predict.txt (one rewrite per
+test row, input order) and, with --do_rank, rank.txt.
+
+Ranking (--do_rank --rank_file=f): rows `source<TAB>candidate_1<TAB>...<TAB>candidate_k`; each
+candidate is scored by its mean log-probability per target token (its [SEP] included) and
+rank.txt gets, per row, `candidate<TAB>score` pairs best first.
+
+Rewrite pretraining (--do_pretrain_rewrite --corpus_file=a.txt,b.txt): self-supervised pairs
+from plain text (continue a passage cut at a random point; regenerate a [MASK]ed span), trained
+like fine-tuning. The result is exported as a Google-style checkpoint with the model variables
+only, output_dir/export/bert_model.ckpt (+ bert_config.json, vocab.txt); fine-tune from it with
+--init_checkpoint=output_dir/export/bert_model.ckpt.
+"""
+
+import os
+import random
+import shutil
+
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+import cli
+import common_flags
+import input_pipeline
+import rewrite_data
+import rewrite_decoding
+import rewrite_metrics
+import rewrite_model
+import training
+
+FLAGS = flags.FLAGS
+
+common_flags.define_model_flags()
+common_flags.define_mode_flags()
+common_flags.define_training_flags(default_learning_rate=5e-5)
+common_flags.define_tpu_flags_removed()
+# Defined through common_flags' idempotent helper: run_classifier_mgpu.py has the same two flags
+# and both scripts may be imported into one process.
+common_flags._define(  # pylint: disable=protected-access
+    "float", "num_train_epochs", 3.0, "Total number of training epochs.")
+common_flags._define(  # pylint: disable=protected-access
+    "float", "warmup_proportion", 0.1,
+    "Proportion of training for linear learning rate warm-up (0.1 = 10%).")
+
+flags.DEFINE_string("data_dir", None,
+                    "Directory with train.tsv, dev.tsv and test.tsv: UTF-8 rows "
+                    "source<TAB>target (test rows may hold the source alone), no header.")
+flags.DEFINE_enum("column_order", "source_target", list(rewrite_data.COLUMN_ORDERS),
+                  "Which column holds the source: source_target (source<TAB>target) or "
+                  "target_source (target<TAB>source, e.g. LCSTS's summary<TAB>content).")
+flags.DEFINE_integer("max_target_length", 32,
+                     "Longest target in WordPiece tokens (without the closing [SEP]); longer "
+                     "training targets are cut, and decoding stops there. The source gets the "
+                     "rest: max_seq_length - max_target_length - 3 tokens (longer sources are "
+                     "truncated, keeping their head; the count is logged).")
+flags.DEFINE_integer("num_train_steps", 0,
+                     "Train this many steps instead of num_train_epochs (0: use the epochs).")
+flags.DEFINE_integer("beam_size", 4, "Beam width for --do_eval/--do_predict; 1 = greedy search.")
+flags.DEFINE_float("length_penalty", 1.0,
+                   "Beam search ranks finished hypotheses by log P / ((5 + length) / 6) ** "
+                   "length_penalty (GNMT); 0 = total log-probability (favours short outputs), "
+                   "larger values favour longer ones.")
+flags.DEFINE_integer("no_repeat_ngram_size", 0,
+                     "If > 0, never generate an n-gram of this size twice in one output.")
+flags.DEFINE_bool("do_rank", False,
+                  "Score and sort the candidates of --rank_file; writes rank.txt.")
+flags.DEFINE_string("rank_file", None,
+                    "Ranking input: rows source<TAB>candidate_1<TAB>...<TAB>candidate_k.")
+flags.DEFINE_bool("do_pretrain_rewrite", False,
+                  "Rewrite pretraining on --corpus_file (self-supervised pairs from plain "
+                  "text), then export output_dir/export/bert_model.ckpt for fine-tuning.")
+flags.DEFINE_string("corpus_file", None,
+                    "Plain-text corpus for --do_pretrain_rewrite: comma-separated files or glob "
+                    "patterns; one paragraph per line, a blank line ends a document.")
+flags.DEFINE_list("pretrain_tasks", list(rewrite_data.PRETRAIN_TASKS),
+                  "Pair types for --do_pretrain_rewrite: continue (predict the text after a "
+                  "random cut) and/or span (regenerate a span replaced by [MASK]).")
+flags.DEFINE_integer("pretrain_dupe_factor", 2,
+                     "Passes over the corpus with different random cuts and spans.")
+
+EXPORT_DIR = "export"
+
+
+def make_input_fn(record_file, is_training):
+  """input_fn(global_batch_size, seed) over packed rewrite records."""
+
+  def input_fn(global_batch_size, seed):
+    dataset = input_pipeline.record_dataset(
+        [record_file], rewrite_data.name_to_features(FLAGS.max_seq_length), global_batch_size,
+        is_training, seed=seed)
+    if is_training:
+      dataset = dataset.map(rewrite_model.add_batch_token_count)
+    return dataset
+
+  return input_fn
+
+
+class Pipeline(object):
+  """The model config, tokenizer and record caching of one run."""
+
+  def __init__(self):
+    self.bert_config, self.tokenizer, self.tokenizer_digest = (
+        common_flags.load_config_and_tokenizer())
+    rewrite_data.source_budget(FLAGS.max_seq_length, FLAGS.max_target_length)
+
+  def records(self, split, source_file, rows, with_targets=True, extra_key=()):
+    """Cached TFRecords of TSV rows; the key covers the file's bytes and every option."""
+    key = (input_pipeline.file_digest(source_file), self.tokenizer_digest, FLAGS.column_order,
+           with_targets) + tuple(extra_key)
+    return rewrite_data.cached_records(
+        FLAGS.output_dir, split, key,
+        lambda: rewrite_data.tokenize_rows(self.tokenizer, rows, with_targets), self.tokenizer,
+        FLAGS.max_seq_length, FLAGS.max_target_length)
+
+  def train(self, record_file, num_examples):
+    """Trains on packed records with training.train (towers, checkpoints, resume)."""
+    global_batch = FLAGS.train_batch_size * FLAGS.n_gpus
+    num_train_steps = FLAGS.num_train_steps or max(
+        1, int(num_examples * FLAGS.num_train_epochs / global_batch))
+    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+    logging.info("***** Training: %d examples, global batch %d (%d x %d towers), %d steps *****",
+                 num_examples, global_batch, FLAGS.train_batch_size, FLAGS.n_gpus,
+                 num_train_steps)
+    return training.train(
+        rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length,
+                                          FLAGS.n_gpus),
+        make_input_fn(record_file, True), common_flags.train_spec(num_train_steps,
+                                                                  num_warmup_steps))
+
+  def decode(self, record_file, checkpoint, batch_size):
+    """Rewrites of every record (input order) as detokenized strings."""
+    params = rewrite_decoding.decode_params_from_vocab(
+        self.tokenizer.vocab, FLAGS.max_target_length, FLAGS.beam_size, FLAGS.length_penalty,
+        FLAGS.no_repeat_ngram_size)
+    outputs = training.run_inference(
+        rewrite_decoding.make_decode_tower_fn(self.bert_config, params),
+        make_input_fn(record_file, False), checkpoint, FLAGS.n_gpus, batch_size)
+    return [rewrite_data.ids_to_text(self.tokenizer, ids, params.sep_id)
+            for ids in outputs["output_ids"]]
+
+  def score(self, record_file, checkpoint, batch_size):
+    """(log-likelihood, number of target tokens) of every record's target, input order."""
+    outputs = training.run_inference(
+        rewrite_model.make_score_tower_fn(self.bert_config, FLAGS.max_target_length),
+        make_input_fn(record_file, False), checkpoint, FLAGS.n_gpus, batch_size)
+    return outputs["log_likelihood"], outputs["num_tokens"]
+
+
+def _check_count(outputs, rows, what):
+  if len(outputs) != len(rows):
+    raise RuntimeError("%s: got %d outputs for %d rows" % (what, len(outputs), len(rows)))
+
+
+def _data_file(name):
+  if not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir):
+    raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
+  return os.path.join(FLAGS.data_dir, name)
+
+
+def _write_lines(path, lines):
+  with tf.io.gfile.GFile(path, "w") as writer:
+    for line in lines:
+      writer.write(line + "\n")
+  logging.info("Wrote %d lines to %s", len(lines), path)
+
+
+def evaluate(pipeline, checkpoint):
+  """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
+  path = _data_file("dev.tsv")
+  rows = rewrite_data.read_rewrite_tsv(path, FLAGS.column_order)
+  record_file = pipeline.records("dev", path, rows)
+  rewrites = pipeline.decode(record_file, checkpoint, FLAGS.eval_batch_size)
+  _check_count(rewrites, rows, path)
+  results = rewrite_metrics.rewrite_scores(rewrites, [row.target for row in rows])
+  log_likelihood, num_tokens = pipeline.score(record_file, checkpoint, FLAGS.eval_batch_size)
+  results["eval_loss"] = float(-np.sum(log_likelihood) / max(np.sum(num_tokens), 1.0))
+  if "global_step" in dict(tf.train.list_variables(checkpoint)):  # not in Google's releases
+    results["global_step"] = int(tf.train.load_variable(checkpoint, "global_step"))
+  results["beam_size"] = FLAGS.beam_size
+  common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+  _write_lines(os.path.join(FLAGS.output_dir, "eval_predictions.tsv"),
+               ["%s\t%s\t%s" % (row.source, row.target, rewrite)
+                for row, rewrite in zip(rows, rewrites)])
+  return results
+
+
+def predict(pipeline, checkpoint):
+  """Decodes test.tsv into predict.txt, one line per row."""
+  path = _data_file("test.tsv")
+  rows = rewrite_data.read_rewrite_tsv(path, FLAGS.column_order, need_target=False)
+  record_file = pipeline.records("test", path, rows, with_targets=False)
+  rewrites = pipeline.decode(record_file, checkpoint, FLAGS.predict_batch_size)
+  _check_count(rewrites, rows, path)
+  _write_lines(os.path.join(FLAGS.output_dir, "predict.txt"), rewrites)
+
+
+def rank(pipeline, checkpoint):
+  """Scores every candidate of --rank_file and writes rank.txt, candidates best first."""
+  path = cli.require_file(FLAGS.rank_file, "rank_file")
+  rows = rewrite_data.read_rank_tsv(path)
+  pairs = [rewrite_data.RewriteRow(row.line_number, row.source, candidate)
+           for row in rows for candidate in row.target]
+  record_file = pipeline.records("rank", path, pairs)
+  log_likelihood, num_tokens = pipeline.score(record_file, checkpoint, FLAGS.predict_batch_size)
+  _check_count(log_likelihood, pairs, path)
+  scores = log_likelihood / np.maximum(num_tokens, 1.0)
+  lines, start = [], 0
+  for row in rows:
+    scored = list(zip(row.target, scores[start:start + len(row.target)]))
+    start += len(row.target)
+    scored.sort(key=lambda pair: -pair[1])
+    lines.append("\t".join("%s\t%.4f" % (candidate, score) for candidate, score in scored))
+  _write_lines(os.path.join(FLAGS.output_dir, "rank.txt"), lines)
+
+
+def pretrain_rewrite(pipeline):
+  """Rewrite pretraining on --corpus_file, then exports the model variables."""
+  files = rewrite_data.expand_corpus_files(FLAGS.corpus_file)
+  tasks = [t.strip() for t in FLAGS.pretrain_tasks]
+  unknown = sorted(set(tasks) - set(rewrite_data.PRETRAIN_TASKS))
+  if unknown or not tasks:
+    raise cli.InputError("--pretrain_tasks=%s: expected some of %s" %
+                         (",".join(FLAGS.pretrain_tasks), ",".join(rewrite_data.PRETRAIN_TASKS)))
+  budget = rewrite_data.source_budget(FLAGS.max_seq_length, FLAGS.max_target_length)
+
+  def make_pairs():
+    passages = rewrite_data.read_passages(files, pipeline.tokenizer, FLAGS.max_seq_length - 3)
+    logging.info("Rewrite pretraining: %d passages from %d file(s)", len(passages), len(files))
+    rng = random.Random(FLAGS.random_seed)
+    pairs = []
+    for _ in range(cli.require_positive(FLAGS.pretrain_dupe_factor, "pretrain_dupe_factor")):
+      pairs += rewrite_data.make_pretraining_pairs(passages, rng, budget,
+                                                   FLAGS.max_target_length, tasks)
+    return pairs
+
+  key = tuple(input_pipeline.file_digest(f) for f in files) + (
+      pipeline.tokenizer_digest, tuple(tasks), FLAGS.pretrain_dupe_factor, FLAGS.random_seed)
+  record_file = rewrite_data.cached_records(
+      FLAGS.output_dir, "pretrain", key, make_pairs, pipeline.tokenizer, FLAGS.max_seq_length,
+      FLAGS.max_target_length)
+  num_examples = sum(1 for _ in tf.io.tf_record_iterator(record_file))
+  pipeline.train(record_file, num_examples)
+  export_model(tf.train.latest_checkpoint(FLAGS.output_dir), pipeline)
+
+
+def export_model(checkpoint, pipeline):
+  """Writes the model variables of `checkpoint` as output_dir/export/bert_model.ckpt.
+
+  Only `bert/` and `cls/` variables, without the Adam slots and global_step, as in Google's
+  releases: fine-tuning from it starts at step 0 with fresh optimizer state. bert_config.json
+  and the vocabulary are copied next to it.
+  """
+  export_dir = os.path.join(FLAGS.output_dir, EXPORT_DIR)
+  tf.io.gfile.makedirs(export_dir)
+  reader = tf.train.load_checkpoint(checkpoint)
+  names = [name for name, _ in tf.train.list_variables(checkpoint)
+           if name.startswith(("bert/", "cls/")) and not name.endswith(("/adam_m", "/adam_v"))]
+  with tf.Graph().as_default():
+    variables = [tf.get_variable(name, shape=reader.get_variable_to_shape_map()[name],
+                                 dtype=reader.get_variable_to_dtype_map()[name])
+                 for name in names]
+    saver = tf.train.Saver(variables)
+    with tf.Session() as sess:
+      for name, variable in zip(names, variables):
+        variable.load(reader.get_tensor(name), sess)  # fed, not baked into the graph
+      prefix = saver.save(sess, os.path.join(export_dir, "bert_model.ckpt"),
+                          write_meta_graph=False)
+  with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as f:
+    f.write(pipeline.bert_config.to_json_string())
+  vocab = FLAGS.spm_model_file or FLAGS.vocab_file
+  shutil.copyfile(vocab, os.path.join(export_dir, os.path.basename(vocab)))
+  logging.info("Exported %d variables of %s to %s", len(names), checkpoint, prefix)
+  return prefix
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.do_rank or
+          FLAGS.do_pretrain_rewrite):
+    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict, --do_rank or "
+                         "--do_pretrain_rewrite must be set")
+  if FLAGS.do_pretrain_rewrite and FLAGS.do_train:
+    raise cli.InputError("--do_pretrain_rewrite and --do_train write checkpoints to the same "
+                         "--output_dir: pretrain first, then fine-tune in another output_dir "
+                         "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
+  cli.require_positive(FLAGS.beam_size, "beam_size")
+  common_flags.require_output_dir()
+  pipeline = Pipeline()
+
+  if FLAGS.do_pretrain_rewrite:
+    pretrain_rewrite(pipeline)
+
+  if FLAGS.do_train:
+    path = _data_file("train.tsv")
+    rows = rewrite_data.read_rewrite_tsv(path, FLAGS.column_order)
+    if FLAGS.do_eval:  # Malformed dev rows should fail now, not after hours of training.
+      rewrite_data.read_rewrite_tsv(_data_file("dev.tsv"), FLAGS.column_order)
+    pipeline.train(pipeline.records("train", path, rows), len(rows))
+
+  if FLAGS.do_eval or FLAGS.do_predict or FLAGS.do_rank:
+    checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
+    logging.info("Decoding with %s", checkpoint)
+    if FLAGS.do_eval:
+      evaluate(pipeline, checkpoint)
+    if FLAGS.do_predict:
+      predict(pipeline, checkpoint)
+    if FLAGS.do_rank:
+      rank(pipeline, checkpoint)
+
+
+if __name__ == "__main__":
+  tf.disable_v2_behavior()
+  cli.run_main(main)
