@@ -30,7 +30,7 @@ RewriteOutputs = collections.namedtuple("RewriteOutputs", [
     "positions",  # [batch_size, max_target_length + 1]: the prediction slots
     "label_ids",  # [batch_size, max_target_length + 1]: the token each slot predicts
     "label_weights",  # [batch_size, max_target_length + 1]: 1.0 on real predictions
-    "log_probs",  # [batch_size * (max_target_length + 1), vocab_size]
+    "log_probs",  # [slots, vocab_size], see create_rewrite_model
 ])
 
 
@@ -98,7 +98,7 @@ def prediction_positions(input_mask, segment_ids, max_target_length):
 
 
 def create_rewrite_model(bert_config, is_training, input_ids, input_mask, segment_ids,
-                         max_target_length, loss_denominator=None):
+                         max_target_length, loss_denominator=None, all_slots=False):
   """BertModel under the seq2seq mask plus the stock MLM head on the prediction slots.
 
   Args:
@@ -108,9 +108,14 @@ def create_rewrite_model(bert_config, is_training, input_ids, input_mask, segmen
     max_target_length: see prediction_positions.
     loss_denominator: optional scalar to divide the summed token loss by (towers pass their
       share of the whole batch's token count); default: this batch's token count.
+    all_slots: run the head on every prediction slot (log_probs for all of them, e.g. to
+      decode by full recompute). By default only the slots that carry a label go through the
+      vocabulary-sized output layer, which dominates the cost of a small model: targets are
+      usually much shorter than max_target_length. Loss and log-likelihoods are the same.
 
   Returns:
-    RewriteOutputs.
+    RewriteOutputs; log_probs is [batch_size * (max_target_length + 1), vocab_size] with
+    all_slots, else [number of labelled slots, vocab_size] in (example, slot) order.
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids, input_mask=input_mask,
@@ -120,13 +125,30 @@ def create_rewrite_model(bert_config, is_training, input_ids, input_mask, segmen
   positions = prediction_positions(input_mask, segment_ids, max_target_length)
   label_ids = tf.gather(all_label_ids, positions, batch_dims=1)
   label_weights = tf.gather(all_label_weights, positions, batch_dims=1)
+  sequence_output = model.get_sequence_output()
+  if all_slots:
+    head_inputs = (sequence_output, positions, label_ids, label_weights)
+  else:
+    batch_size, seq_length, width = modeling.get_shape_list(sequence_output, expected_rank=3)
+    # The labelled slots of the whole batch as one row of positions into [batch * seq_length].
+    labelled = tf.cast(tf.where(tf.reshape(label_weights, [-1]) > 0)[:, 0], tf.int32)
+    flat_positions = tf.reshape(positions + seq_length * tf.range(batch_size)[:, tf.newaxis], [-1])
+    picked_labels = tf.gather(tf.reshape(label_ids, [-1]), labelled)[tf.newaxis, :]
+    head_inputs = (tf.reshape(sequence_output, [1, batch_size * seq_length, width]),
+                   tf.gather(flat_positions, labelled)[tf.newaxis, :], picked_labels,
+                   tf.ones_like(picked_labels, dtype=tf.float32))
   loss, per_slot_loss, log_probs = pretraining_model.get_masked_lm_output(
-      bert_config, model.get_sequence_output(), model.get_embedding_table(), positions,
-      label_ids, label_weights, loss_denominator)
-  per_slot_loss = tf.reshape(per_slot_loss, tf.shape(label_weights))
+      bert_config, head_inputs[0], model.get_embedding_table(), head_inputs[1], head_inputs[2],
+      head_inputs[3], loss_denominator)
+  if all_slots:
+    per_slot_loss = tf.reshape(per_slot_loss, tf.shape(label_weights)) * label_weights
+    log_likelihood = -tf.reduce_sum(per_slot_loss, axis=1)
+  else:
+    example = labelled // (max_target_length + 1)
+    log_likelihood = -tf.math.unsorted_segment_sum(per_slot_loss, example, batch_size)
   return RewriteOutputs(
       loss=loss,
-      log_likelihood=-tf.reduce_sum(per_slot_loss * label_weights, axis=1),
+      log_likelihood=log_likelihood,
       num_tokens=tf.reduce_sum(label_weights, axis=1),
       positions=positions,
       label_ids=label_ids,

@@ -54,7 +54,7 @@ class _Model(object):
                                        for _ in range(3))
       with tf.variable_scope(tf.get_variable_scope(), reuse=tf.AUTO_REUSE):
         self.full = rewrite_model.create_rewrite_model(config, False, self.ids, self.mask,
-                                                       self.seg, MAX_TARGET)
+                                                       self.seg, MAX_TARGET, all_slots=True)
       self.decoders = []
       for params in params_list:
         with tf.variable_scope(tf.get_variable_scope(), reuse=True):

@@ -62,14 +62,15 @@ def test_labels_and_prediction_slots():
   assert positions[1].tolist() == [3, 4, 5, 6]
 
 
-def _model_outputs(ids, mask, seg):
+def _model_outputs(ids, mask, seg, all_slots=True):
   config = modeling.BertConfig(vocab_size=20, hidden_size=16, num_hidden_layers=1,
                                num_attention_heads=2, intermediate_size=32,
                                max_position_embeddings=SEQ_LENGTH)
   with tf.Graph().as_default():
     tf.set_random_seed(1)
     outputs = rewrite_model.create_rewrite_model(
-        config, False, tf.constant(ids), tf.constant(mask), tf.constant(seg), MAX_TARGET)
+        config, False, tf.constant(ids), tf.constant(mask), tf.constant(seg), MAX_TARGET,
+        all_slots=all_slots)
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       return sess.run(outputs._asdict())
@@ -104,3 +105,13 @@ def test_loss_ignores_source_and_padding_contents_beyond_the_mask():
   other = _model_outputs(changed, mask, seg)
   np.testing.assert_allclose(base["loss"], other["loss"], rtol=1e-6)
   np.testing.assert_allclose(base["log_likelihood"], other["log_likelihood"], rtol=1e-6)
+
+
+def test_labelled_slots_only_head_gives_the_same_loss():
+  ids, mask, seg = _packed([(3, 2), (4, 4), (5, 1)])
+  full = _model_outputs(ids, mask, seg, all_slots=True)
+  sparse = _model_outputs(ids, mask, seg, all_slots=False)
+  assert sparse["log_probs"].shape[0] == 7  # one row per labelled slot, not 3 * 4
+  np.testing.assert_allclose(sparse["loss"], full["loss"], rtol=1e-5)
+  np.testing.assert_allclose(sparse["log_likelihood"], full["log_likelihood"], rtol=1e-5)
+  np.testing.assert_array_equal(sparse["num_tokens"], full["num_tokens"])
