@@ -23,7 +23,6 @@ import tensorflow.compat.v1 as tf
 
 from cli import InputError
 import input_pipeline
-import tokenization
 
 # Bumped whenever the packing changes, so old cached records are not reused.
 RECORD_FORMAT = "rewrite-records-v1"

@@ -11,8 +11,6 @@ import random
 import subprocess
 import sys
 
-import pytest
-
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CHARS = list("甲乙丙丁戊己庚辛壬癸子丑")
 MAPPING = {c: CHARS[(i * 5 + 3) % len(CHARS)] for i, c in enumerate(CHARS)}
