@@ -7,7 +7,7 @@ unmasked records plus word boundaries for train-time masking (--dynamic_masking)
 
 Differences from stock create_pretraining_data.py, all so that memory stays bounded whatever
 the corpus size:
-  * The corpus is streamed in chunks of up to 128 documents (or 256 KB of text) and never held
+  * The corpus is streamed in chunks of up to 64 documents (or 128 KB of text) and never held
     in memory whole; chunks are tokenized and turned into instances by --num_workers
     processes.
   * The "random next" segment B comes from another document of the same chunk, a bounded
@@ -49,9 +49,10 @@ FLAGS = flags.FLAGS
 
 # A chunk (the unit of parallel work and of the "random next" document pool) closes after this
 # many documents or bytes of text, whichever comes first. Fixed, so output does not depend on
-# the number of workers.
-_CHUNK_DOCUMENTS = 128
-_CHUNK_BYTES = 256 * 1024
+# the number of workers. Small enough to balance work across workers even on small corpora,
+# large enough that a random other document is rarely a close neighbour.
+_CHUNK_DOCUMENTS = 64
+_CHUNK_BYTES = 128 * 1024
 # Documents longer than this are split, so one huge "document" (e.g. a file without blank
 # lines) cannot exhaust memory.
 _MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -565,7 +566,7 @@ def packed_instances(documents, featurizer):
 
 
 # ---------------------------------------------------------------------------------------------
-# Serializing: tf.train.Example protobufs, encoded by hand so workers need no TensorFlow.
+# Serializing: tf.train.Example protobufs, encoded by hand: this tool never imports TensorFlow.
 
 
 def _varint(value):
@@ -736,8 +737,15 @@ def process_chunks(chunks, opts, featurizer):
 
   With one worker, chunks are processed here with `featurizer`. Otherwise at most
   _IN_FLIGHT_PER_WORKER chunks per worker are read ahead, so memory stays bounded, and workers
-  are forked from a clean forkserver process rather than from this one, because this process
-  may already have imported TensorFlow, which is not fork-safe.
+  are forked from a clean forkserver process rather than from this one, because the calling
+  process may have imported TensorFlow (tests, the trainer), which is not fork-safe. (So, as
+  for any multiprocessing code, a script calling this must guard its entry point with
+  `if __name__ == "__main__":`.)
+
+  Args:
+    chunks: iterable of Chunk.
+    opts: Options.
+    featurizer: this process's Featurizer.
   """
   global _FEATURIZER
   if opts.num_workers == 1:
@@ -760,12 +768,80 @@ def process_chunks(chunks, opts, featurizer):
 # Writing (in the parent).
 
 
+class Crc32c(object):
+  """CRC-32C (Castagnoli), as TFRecord framing needs, in numpy; no TensorFlow needed.
+
+  CRC is linear over GF(2), so a block's CRC register is the XOR of per-byte contributions
+  _by_distance[d][byte] (the register after that byte followed by d zero bytes), and the
+  incoming register's effect is looked up the same way. That turns the byte loop into one
+  numpy gather + XOR-reduce per block of up to _BLOCK bytes.
+  """
+
+  _POLY = 0x82F63B78  # Reflected Castagnoli polynomial.
+  _BLOCK = 4096
+
+  def __init__(self):
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+      table = np.where(table & 1, (table >> 1) ^ np.uint32(self._POLY), table >> 1)
+    self._table = table.astype(np.uint32).tolist()
+    self._by_distance = np.empty([self._BLOCK, 256], dtype=np.uint32)
+    self._by_distance[0] = table
+    for d in range(1, self._BLOCK):
+      previous = self._by_distance[d - 1]
+      self._by_distance[d] = table[previous & 0xFF] ^ (previous >> 8)
+    self._distances = np.arange(self._BLOCK - 1, -1, -1)
+
+  def __call__(self, data):
+    """The CRC-32C of bytes `data`, as an int."""
+    register = 0xFFFFFFFF
+    view = np.frombuffer(data, dtype=np.uint8)
+    for start in range(0, len(view), self._BLOCK):
+      block = view[start:start + self._BLOCK]
+      size = len(block)
+      if size < 4:  # Too short for the register lookup below; a few plain steps instead.
+        for byte in block.tolist():
+          register = self._table[(register ^ byte) & 0xFF] ^ (register >> 8)
+        break
+      table = self._by_distance
+      contribution = np.bitwise_xor.reduce(table[self._distances[-size:], block])
+      carried = (table[size - 1, register & 0xFF] ^ table[size - 2, (register >> 8) & 0xFF] ^
+                 table[size - 3, (register >> 16) & 0xFF] ^ table[size - 4, register >> 24])
+      register = int(contribution ^ carried)
+    return register ^ 0xFFFFFFFF
+
+  def masked(self, data):
+    """TFRecord's masked CRC of `data`."""
+    crc = self(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+class TFRecordFile(object):
+  """Writes the TFRecord format (length, masked CRC, data, masked CRC) without TensorFlow.
+
+  TensorFlow's import takes seconds and hundreds of MB, for what is a simple framing; the
+  tests read these files back with TensorFlow, which checks every CRC.
+  """
+
+  def __init__(self, path, crc32c):
+    self._file = open(path, "wb")
+    self._crc32c = crc32c
+
+  def write(self, record):
+    header = struct.pack("<Q", len(record))
+    self._file.write(b"".join((header, struct.pack("<I", self._crc32c.masked(header)), record,
+                               struct.pack("<I", self._crc32c.masked(record)))))
+
+  def close(self):
+    self._file.close()
+
+
 class RecordWriter(object):
   """Shuffles serialized examples within a bounded window; writes them round-robin to files."""
 
   def __init__(self, output_files, shuffle_window, seed):
-    self._output_files = output_files
-    self._writers = None  # Opened at the first write; see _open.
+    crc32c = Crc32c()
+    self._writers = [TFRecordFile(path, crc32c) for path in output_files]
     self.counts = [0] * len(output_files)
     self._window = shuffle_window
     self._buffer = []
@@ -787,24 +863,11 @@ class RecordWriter(object):
     for record in self._buffer:
       self._write(record)
     self._buffer = []
-    for writer in self._open():
+    for writer in self._writers:
       writer.close()
 
-  def _open(self):
-    """The TFRecord writers, created on first use.
-
-    TensorFlow is imported only here, late: workers and flag checks do not need it, and its
-    multi-second import then overlaps with the workers' first chunks.
-    """
-    if self._writers is None:
-      # TensorFlow's C++ info/warning lines (no GPU found, ...) say nothing about the data.
-      os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      self._writers = [tf.io.TFRecordWriter(path) for path in self._output_files]
-    return self._writers
-
   def _write(self, record):
-    self._open()[self._next_writer].write(record)
+    self._writers[self._next_writer].write(record)
     self.counts[self._next_writer] += 1
     self._next_writer = (self._next_writer + 1) % len(self._writers)
 
@@ -889,8 +952,8 @@ def run(opts):
 def _generate(opts, input_files, output_files, featurizer):
   """Streams chunks through the workers into the writer; returns run()'s totals."""
   progress = Progress(sum(os.path.getsize(p) for p in input_files), opts.log_every_docs)
-  results = process_chunks(make_chunks(read_documents(input_files)), opts, featurizer)
   writer = RecordWriter(output_files, opts.shuffle_window, opts.random_seed)
+  results = process_chunks(make_chunks(read_documents(input_files)), opts, featurizer)
   try:
     for result in results:
       for example in result.examples:

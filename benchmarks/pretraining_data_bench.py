@@ -1,11 +1,11 @@
 # coding=utf-8
 """Speed and memory of create_pretraining_data.py against the stock algorithm.
 
-Prints a table of documents/sec (wall clock, process start to exit, so TensorFlow's import is
-included for both tools) for create_pretraining_data.py at 1 and 2 workers and for
-benchmarks/stock_pretraining_data.py, and the peak RSS of each run. It then runs both tools on
-the corpus repeated 10 times, to show that our peak RSS stays flat (claim: growth < 20%) while
-the stock algorithm's grows with the corpus.
+Prints a table of documents/sec (wall clock, process start to exit) and peak RSS for
+create_pretraining_data.py at 1 and 2 workers and for benchmarks/stock_pretraining_data.py, on
+the corpus and on the corpus repeated 10 times: our peak RSS should stay flat (claim: growth
+< 20%) while the stock algorithm's grows with the corpus. (The stock baseline imports
+TensorFlow to write its records, as stock does; our tool writes TFRecords without it.)
 
 Peak RSS is the ru_maxrss that os.wait4 reports for the child: the largest resident set of the
 child process and of any of its own (waited-for) worker processes, i.e. what
@@ -89,6 +89,21 @@ def growth(small, large):
   return "%+.1f%%" % (100.0 * (large - small) / small)
 
 
+def measure(args, corpus, label, directory, with_stock):
+  """Runs the tools on `corpus`; returns rows (corpus label, tool, seconds, docs/sec,
+  instances, peak RSS MB)."""
+  documents = count_documents(corpus)
+  runs = []
+  if with_stock:
+    runs.append(("stock algorithm (1 process)", run_stock(args, corpus, directory,
+                                                          "stock_" + label)))
+  for workers in (1, 2):
+    runs.append(("create_pretraining_data, %d worker%s" % (workers, "s" * (workers > 1)),
+                 run_ours(args, corpus, workers, directory, "ours%d_%s" % (workers, label))))
+  return [(label, name, seconds, documents / seconds, instances, rss)
+          for name, (seconds, rss, instances) in runs]
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--corpus", required=True, help="Text corpus to benchmark on.")
@@ -101,35 +116,29 @@ def main():
   args = parser.parse_args()
 
   directory = tempfile.mkdtemp(prefix="pretraining_data_bench_")
-  documents = count_documents(args.corpus)
-  size_kb = os.path.getsize(args.corpus) / 1024.0
-  print("corpus: %s (%.0f KB, %d documents); dupe_factor=%d, max_seq_length=%d; %d CPU(s)" %
-        (args.corpus, size_kb, documents, args.dupe_factor, args.max_seq_length,
-         os.cpu_count()))
-  rows = [("stock algorithm (1 process)",) + run_stock(args, args.corpus, directory, "stock"),
-          ("create_pretraining_data, 1 worker",) + run_ours(args, args.corpus, 1, directory,
-                                                            "ours1"),
-          ("create_pretraining_data, 2 workers",) + run_ours(args, args.corpus, 2, directory,
-                                                             "ours2")]
-  print()
-  print("%-36s %8s %10s %10s %12s" % ("tool", "seconds", "docs/sec", "instances", "peak RSS MB"))
-  for name, seconds, rss, instances in rows:
-    print("%-36s %8.1f %10.1f %10d %12.0f" % (name, seconds, documents / seconds, instances,
-                                               rss))
-
   large = repeat_corpus(args.corpus, args.repeat, directory)
+  print("corpus 1x: %s (%.0f KB, %d documents); %dx: the same repeated (%.1f MB)" %
+        (args.corpus, os.path.getsize(args.corpus) / 1024.0, count_documents(args.corpus),
+         args.repeat, os.path.getsize(large) / 2.0**20))
+  print("dupe_factor=%d, max_seq_length=%d, %d CPU(s); seconds are wall clock, process start "
+        "to exit" % (args.dupe_factor, args.max_seq_length, os.cpu_count()))
+  rows = measure(args, args.corpus, "1x", directory, True)
+  rows += measure(args, large, "%dx" % args.repeat, directory, not args.skip_stock_large)
   print()
-  print("peak RSS, corpus vs %dx corpus (%.1f MB):" % (args.repeat,
-                                                        os.path.getsize(large) / 2.0**20))
-  ours_rss = rows[2][2]
-  _, ours_large_rss, _ = run_ours(args, large, 2, directory, "ours_large")
-  print("  create_pretraining_data, 2 workers: %.0f MB -> %.0f MB (%s; claim: < +20%%)" %
-        (ours_rss, ours_large_rss, growth(ours_rss, ours_large_rss)))
-  if not args.skip_stock_large:
-    stock_rss = rows[0][2]
-    _, stock_large_rss, _ = run_stock(args, large, directory, "stock_large")
-    print("  stock algorithm:                    %.0f MB -> %.0f MB (%s)" %
-          (stock_rss, stock_large_rss, growth(stock_rss, stock_large_rss)))
+  print("%-6s %-36s %8s %10s %10s %12s" % ("corpus", "tool", "seconds", "docs/sec",
+                                           "instances", "peak RSS MB"))
+  for row in rows:
+    print("%-6s %-36s %8.1f %10.1f %10d %12.0f" % row)
+  print()
+  print("peak RSS growth from 1x to %dx corpus:" % args.repeat)
+  peaks = {}
+  for label, name, _, _, _, rss in rows:
+    peaks.setdefault(name, []).append(rss)
+  for name, values in peaks.items():
+    if len(values) == 2:
+      claim = "  (claim: < +20%)" if name.startswith("create") else ""
+      print("  %-36s %6.0f MB -> %6.0f MB  %s%s" % (name, values[0], values[1],
+                                                   growth(*values), claim))
   print("(outputs and logs in %s)" % directory)
 
 

@@ -152,12 +152,12 @@ def test_masked_share_and_replacement_split(tmp_path):
 
 
 def test_byte_identical_for_1_and_3_workers(tmp_path):
-  corpus = _english_corpus(tmp_path / "en.txt", 300)  # 3 chunks of <= 128 documents.
+  corpus = _english_corpus(tmp_path / "en.txt", 200)  # 4 chunks of <= 64 documents.
   kwargs = dict(vocab_file=_ENGLISH_VOCAB, num_shards=2, shuffle_window=500)
   summary_1, out_1 = _run(tmp_path, corpus, name="w1", num_workers=1, **kwargs)
   summary_3, out_3 = _run(tmp_path, corpus, name="w3", num_workers=3, **kwargs)
   _, out_seed = _run(tmp_path, corpus, name="seed", random_seed=7, **kwargs)
-  assert summary_1["documents"] == 300 and summary_1["instances"] == summary_3["instances"]
+  assert summary_1["documents"] == 200 and summary_1["instances"] == summary_3["instances"]
   for a, b, c in zip(out_1, out_3, out_seed):
     with open(a, "rb") as fa, open(b, "rb") as fb, open(c, "rb") as fc:
       data = fa.read()
@@ -322,6 +322,25 @@ def test_cli_error_is_one_line_with_exit_code_2(tmp_path):
   assert error_lines == ["error: %s: empty corpus: no text (expected utf-8 text, one sentence "
                          "per line, blank lines between documents)" % empty]
   assert "Traceback" not in result.stderr
+
+
+def test_tfrecord_framing_is_read_back_by_tensorflow(tmp_path):
+  crc32c = cpd.Crc32c()
+  assert crc32c(b"123456789") == 0xE3069283  # The CRC-32C check value.
+  rng = np.random.default_rng(0)
+  records = [rng.bytes(n) for n in (0, 1, 3, 4, 5, 900, 4095, 4096, 4097, 4099, 10000)]
+  path = str(tmp_path / "framing.tfrecord")
+  writer = cpd.TFRecordFile(path, crc32c)
+  for record in records:
+    writer.write(record)
+  writer.close()
+  assert list(tf.io.tf_record_iterator(path)) == records
+  # TensorFlow does verify the data CRCs, so the check above is meaningful.
+  data = bytearray(open(path, "rb").read())
+  data[16 + 12] ^= 1  # The data byte of the second record (the first takes 16 bytes).
+  open(path, "wb").write(bytes(data))
+  with pytest.raises(tf.errors.DataLossError):
+    list(tf.io.tf_record_iterator(path))
 
 
 def test_inspect_records_rejects_other_files(tmp_path):
