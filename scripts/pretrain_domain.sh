@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Continued pretraining on your own domain text, then fine-tuning from the result:
+#   raw text -> create_pretraining_data.py (2 worker processes) -> run_pretraining_mgpu.py
+#   (towers, from a Google checkpoint) -> run_classifier_mgpu.py --init_checkpoint=<that output>
+#
+#   BERT_DIR=/data/chinese_L-12_H-768_A-12 CORPUS=/data/legal.txt DATA_DIR=/data/legal_cls \
+#   CUDA_VISIBLE_DEVICES=0,1 bash scripts/pretrain_domain.sh [WORK_DIR]
+#
+# CORPUS: utf-8 text, one sentence (or passage) per line, a blank line between documents; every
+# 10th document is held out to measure masked-LM accuracy before and after. DATA_DIR: train.tsv
+# and dev.tsv (text<TAB>label), optionally test.tsv. Without BERT_DIR a tiny BERT config is
+# written to WORK_DIR/demo_data and pretrained from scratch; without CORPUS/DATA_DIR generated
+# reviews are used, so `bash scripts/pretrain_domain.sh` alone runs on a CPU in a few minutes.
+# The domain model ends up in WORK_DIR/pretrained/export/ (bert_model.ckpt, bert_config.json,
+# vocab.txt: the layout of a Google release, usable as BERT_DIR by the other scripts).
+source "$(dirname "$0")/setup_env.sh"
+
+WORK_DIR="${1:-domain_output}"
+BERT_DIR="${BERT_DIR:-}"          # bert_config.json, vocab.txt, bert_model.ckpt.*
+CORPUS="${CORPUS:-}"              # raw domain text
+DATA_DIR="${DATA_DIR:-}"          # the classification task to fine-tune on afterwards
+export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}"
+N_GPUS="${N_GPUS:-2}"
+MASKING="${MASKING:-whole_word}"  # token | whole_word | ngram (see create_pretraining_data.py)
+SEGMENTER="${SEGMENTER:-jieba}"   # Chinese words for whole_word/ngram: jieba | none | presegmented
+NUM_WORKERS="${NUM_WORKERS:-2}"
+DUPE_FACTOR="${DUPE_FACTOR:-5}"
+if [ -n "$BERT_DIR" ]; then
+  # A released checkpoint: small learning rate, many steps (hours on GPUs).
+  MAX_SEQ_LENGTH="${MAX_SEQ_LENGTH:-128}"
+  TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-32}"  # per GPU
+  PRETRAIN_STEPS="${PRETRAIN_STEPS:-10000}"
+  PRETRAIN_LR="${PRETRAIN_LR:-2e-5}"
+  FINETUNE_LR="${FINETUNE_LR:-2e-5}"
+else
+  # The tiny from-scratch model of the CPU run.
+  MAX_SEQ_LENGTH="${MAX_SEQ_LENGTH:-64}"
+  TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-16}"
+  PRETRAIN_STEPS="${PRETRAIN_STEPS:-150}"
+  PRETRAIN_LR="${PRETRAIN_LR:-1e-3}"
+  FINETUNE_LR="${FINETUNE_LR:-1e-3}"
+fi
+MAX_PREDICTIONS="${MAX_PREDICTIONS:-$((MAX_SEQ_LENGTH * 15 / 100 + 1))}"
+WARMUP_STEPS="${WARMUP_STEPS:-$((PRETRAIN_STEPS / 10))}"
+mkdir -p "$WORK_DIR"
+
+if [ -z "$BERT_DIR" ] || [ -z "$CORPUS" ] || [ -z "$DATA_DIR" ]; then
+  # Generated reviews, and the tiny bert_config.json used when there is no checkpoint.
+  python scripts/make_demo_data.py --output_dir "$WORK_DIR/demo_data"
+fi
+if [ -n "$BERT_DIR" ]; then
+  VOCAB="$BERT_DIR/vocab.txt"
+  CONFIG="$BERT_DIR/bert_config.json"
+  INIT=(--init_checkpoint="$BERT_DIR/bert_model.ckpt")
+else
+  VOCAB=vocab/chinese_vocab.txt
+  CONFIG="$WORK_DIR/demo_data/bert_config.json"
+  INIT=()
+fi
+DATA_DIR="${DATA_DIR:-$WORK_DIR/demo_data}"
+if [ -z "$CORPUS" ]; then
+  # The generated reviews as documents of 5 lines each.
+  CORPUS="$WORK_DIR/demo_corpus.txt"
+  cut -f1 "$WORK_DIR/demo_data/train.tsv" | awk '{ print } NR % 5 == 0 { print "" }' > "$CORPUS"
+fi
+
+echo "== 1. hold out every 10th document of $CORPUS"
+awk -v RS= -v train="$WORK_DIR/corpus_train.txt" -v heldout="$WORK_DIR/corpus_heldout.txt" \
+  '{ print $0 "\n" > (NR % 10 == 0 ? heldout : train) }' "$CORPUS"
+
+echo "== 2. pretraining records ($NUM_WORKERS workers, $MASKING masking)"
+for SPLIT in train heldout; do
+  python create_pretraining_data.py \
+    --input_file="$WORK_DIR/corpus_$SPLIT.txt" \
+    --output_file="$WORK_DIR/$SPLIT.tfrecord" \
+    --vocab_file="$VOCAB" \
+    --do_lower_case=true \
+    --max_seq_length="$MAX_SEQ_LENGTH" \
+    --max_predictions_per_seq="$MAX_PREDICTIONS" \
+    --masking="$MASKING" \
+    --chinese_word_segmenter="$SEGMENTER" \
+    --dupe_factor="$([ "$SPLIT" = train ] && echo "$DUPE_FACTOR" || echo 1)" \
+    --num_workers="$NUM_WORKERS"
+done
+
+PRETRAIN_FLAGS=(
+  --eval_input_file="$WORK_DIR/heldout.tfrecord"
+  --vocab_file="$VOCAB"
+  --bert_config_file="$CONFIG"
+  --max_seq_length="$MAX_SEQ_LENGTH"
+  --max_predictions_per_seq="$MAX_PREDICTIONS"
+  --eval_batch_size=32
+  --max_eval_steps=100
+  --n_gpus="$N_GPUS"
+)
+if [ -n "$BERT_DIR" ]; then
+  echo "== 3a. the released checkpoint on held-out domain text (before)"
+  python run_pretraining_mgpu.py "${PRETRAIN_FLAGS[@]}" "${INIT[@]}" \
+    --output_dir="$WORK_DIR/before" --do_eval
+fi
+
+echo "== 3. continued pretraining, $N_GPUS towers x $TRAIN_BATCH_SIZE, $PRETRAIN_STEPS steps"
+python run_pretraining_mgpu.py "${PRETRAIN_FLAGS[@]}" "${INIT[@]}" \
+  --input_file="$WORK_DIR/train.tfrecord" \
+  --output_dir="$WORK_DIR/pretrained" \
+  --do_train --do_eval \
+  --train_batch_size="$TRAIN_BATCH_SIZE" \
+  --num_train_steps="$PRETRAIN_STEPS" \
+  --num_warmup_steps="$WARMUP_STEPS" \
+  --learning_rate="$PRETRAIN_LR" \
+  --save_checkpoints_steps=1000
+
+echo "== 4. fine-tuning the classifier from the domain checkpoint"
+DO_PREDICT="--do_predict=false"
+[ -f "$DATA_DIR/test.tsv" ] && DO_PREDICT="--do_predict"
+python run_classifier_mgpu.py \
+  --task_name=tsv \
+  --data_dir="$DATA_DIR" \
+  --vocab_file="$VOCAB" \
+  --bert_config_file="$CONFIG" \
+  --init_checkpoint="$WORK_DIR/pretrained/export/bert_model.ckpt" \
+  --output_dir="$WORK_DIR/classifier" \
+  --do_train --do_eval $DO_PREDICT \
+  --max_seq_length="$MAX_SEQ_LENGTH" \
+  --train_batch_size="$TRAIN_BATCH_SIZE" \
+  --learning_rate="$FINETUNE_LR" \
+  --num_train_epochs="${EPOCHS:-3}" \
+  --n_gpus="$N_GPUS"
+
+echo
+[ -n "$BERT_DIR" ] && { echo "== before: $WORK_DIR/before/eval_results.txt"; cat "$WORK_DIR/before/eval_results.txt"; }
+echo "== after: $WORK_DIR/pretrained/eval_results.txt"
+cat "$WORK_DIR/pretrained/eval_results.txt"
+echo "== classifier: $WORK_DIR/classifier/eval_results.txt"
+cat "$WORK_DIR/classifier/eval_results.txt"
