@@ -32,6 +32,7 @@ import multiprocessing
 import os
 import random
 import re
+import resource
 import struct
 import time
 import unicodedata
@@ -670,7 +671,8 @@ def describe_instance(instance, masked, featurizer):
 # Chunk processing (in workers).
 
 ChunkResult = collections.namedtuple(
-    "ChunkResult", ["index", "records", "stats", "short_documents", "examples", "nbytes"])
+    "ChunkResult",
+    ["index", "records", "stats", "short_documents", "examples", "nbytes", "process"])
 
 _FEATURIZER = None  # The worker process's Featurizer, set by init_worker.
 
@@ -695,7 +697,8 @@ def process_chunk(chunk):
 
   Returns:
     ChunkResult: serialized examples in generation order, a Counter of statistics, the
-    (path, line, tokens) of documents too short for an instance, a few printable examples.
+    (path, line, tokens) of documents too short for an instance, a few printable examples,
+    and the worker's (pid, CPU seconds, peak RSS MB) so far.
   """
   featurizer = _FEATURIZER
   opts = featurizer.opts
@@ -729,7 +732,14 @@ def process_chunk(chunk):
       if chunk.index == 0 and len(examples) < _NUM_LOGGED_EXAMPLES:
         examples.append(describe_instance(instance, masked, featurizer))
   stats["instances"] = len(records)
-  return ChunkResult(chunk.index, records, stats, short_documents, examples, chunk.nbytes)
+  return ChunkResult(chunk.index, records, stats, short_documents, examples, chunk.nbytes,
+                     _process_usage())
+
+
+def _process_usage():
+  """(pid, CPU seconds, peak RSS in MB) of this process, so far."""
+  usage = resource.getrusage(resource.RUSAGE_SELF)
+  return os.getpid(), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def process_chunks(chunks, opts, featurizer):
@@ -878,6 +888,7 @@ class Progress(object):
   def __init__(self, total_bytes, log_every_docs):
     self.stats = collections.Counter()
     self.short_documents = []
+    self.processes = {}  # pid -> (CPU seconds, peak RSS MB) of the processes making chunks.
     self._total_bytes = max(total_bytes, 1)
     self._log_every = log_every_docs
     self._bytes_done = 0
@@ -891,6 +902,8 @@ class Progress(object):
     self.stats.update(result.stats)
     self.stats["longest_document_tokens"] = longest
     self._bytes_done += result.nbytes
+    pid, cpu_seconds, peak_rss_mb = result.process
+    self.processes[pid] = (cpu_seconds, peak_rss_mb)
     for path, line, num_tokens in result.short_documents:
       if len(self.short_documents) < _NUM_LOGGED_SHORT_DOCUMENTS:
         self.short_documents.append((path, line, num_tokens))
@@ -998,6 +1011,7 @@ def _summarize(opts, output_files, counts, progress):
                ", masked share %.2f%% of non-special tokens" % (100 * masked_share))
   for path, count in summary["per_file"]:
     logging.info("  %s: %d instances", path, count)
+  _log_resources(opts, progress, summary)
   for path, line, num_tokens in progress.short_documents:
     logging.warning("%s:%d: document yields no instance (%d tokens, need %d)", path, line,
                     num_tokens, min_document_tokens(opts))
@@ -1006,6 +1020,25 @@ def _summarize(opts, output_files, counts, progress):
                     "above", stats["short_documents"], len(progress.short_documents))
   _log_caveats(opts, stats)
   return summary
+
+
+def _log_resources(opts, progress, summary):
+  """Logs (and records in `summary`) peak memory and, with workers, their CPU time.
+
+  Worker processes are children of the forkserver, so the caller's resource.getrusage does not
+  see them; they report their own usage with each chunk instead.
+  """
+  summary["peak_rss_mb"] = _process_usage()[2]
+  if opts.num_workers == 1:
+    logging.info("peak RSS %.0f MB", summary["peak_rss_mb"])
+    return
+  usages = list(progress.processes.values()) or [(0.0, 0.0)]
+  summary["worker_cpu_seconds"] = sum(cpu for cpu, _ in usages)
+  summary["worker_peak_rss_mb"] = max(rss for _, rss in usages)
+  logging.info("peak RSS %.0f MB in this process, at most %.0f MB in each of %d workers; "
+               "workers used %.1f CPU seconds", summary["peak_rss_mb"],
+               summary["worker_peak_rss_mb"], len(progress.processes),
+               summary["worker_cpu_seconds"])
 
 
 def _log_caveats(opts, stats):

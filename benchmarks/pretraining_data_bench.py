@@ -7,14 +7,17 @@ the corpus and on the corpus repeated 10 times: our peak RSS should stay flat (c
 < 20%) while the stock algorithm's grows with the corpus. (The stock baseline imports
 TensorFlow to write its records, as stock does; our tool writes TFRecords without it.)
 
-Peak RSS is the ru_maxrss that os.wait4 reports for the child: the largest resident set of the
-child process and of any of its own (waited-for) worker processes, i.e. what
-resource.getrusage(RUSAGE_CHILDREN) would say for that child alone.
+Peak RSS is the ru_maxrss that os.wait4 reports for the child (what
+resource.getrusage(RUSAGE_CHILDREN) would say for that child alone). Our tool's worker processes
+are children of its forkserver, which wait4 does not see, so their peak RSS and CPU time are
+taken from the tool's summary log line, which they report themselves. CPU seconds make runs
+comparable on a busy machine, where wall clock depends on what else runs.
 
 Usage: python benchmarks/pretraining_data_bench.py --corpus=/path/to/corpus.txt
 """
 
 import argparse
+import collections
 import os
 import re
 import subprocess
@@ -49,8 +52,12 @@ def repeat_corpus(path, times, directory):
   return repeated
 
 
+Result = collections.namedtuple("Result", ["seconds", "cpu_seconds", "instances", "peak_rss_mb",
+                                           "all_processes_mb"])
+
+
 def run_child(command, log_path):
-  """Runs `command`; returns (seconds, peak RSS in MB, captured output)."""
+  """Runs `command`; returns (seconds, CPU seconds, peak RSS in MB, captured output)."""
   start = time.time()
   with open(log_path, "w") as log:
     child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=_REPO)
@@ -60,7 +67,7 @@ def run_child(command, log_path):
     output = log.read()
   if status != 0:
     raise RuntimeError("%s failed (status %d):\n%s" % (" ".join(command), status, output[-3000:]))
-  return seconds, usage.ru_maxrss / 1024.0, output
+  return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, output
 
 
 def common_args(args, corpus, output):
@@ -69,20 +76,34 @@ def common_args(args, corpus, output):
 
 
 def run_ours(args, corpus, workers, directory, tag):
-  """One run of create_pretraining_data.py; returns (seconds, rss_mb, instances)."""
+  """One run of create_pretraining_data.py; returns a Result.
+
+  Its workers are children of a forkserver, invisible to os.wait4, so their CPU time and peak
+  RSS come from the tool's own summary line.
+  """
   command = [sys.executable, _TOOL] + common_args(
       args, corpus, os.path.join(directory, tag + ".tfrecord")) + [
           "--num_workers=%d" % workers, "--log_every_docs=100000000"]
-  seconds, rss, output = run_child(command, os.path.join(directory, tag + ".log"))
-  return seconds, rss, int(re.search(r"documents/sec\), (\d+) instances", output).group(1))
+  seconds, cpu, rss, output = run_child(command, os.path.join(directory, tag + ".log"))
+  instances = int(re.search(r"documents/sec\), (\d+) instances", output).group(1))
+  total = rss
+  workers_line = re.search(r"at most (\d+) MB in each of (\d+) workers; workers used "
+                           r"([\d.]+) CPU seconds", output)
+  if workers_line:
+    worker_rss, count, worker_cpu = workers_line.groups()
+    cpu += float(worker_cpu)
+    rss = max(rss, float(worker_rss))
+    total += int(count) * float(worker_rss)
+  return Result(seconds, cpu, instances, rss, total)
 
 
 def run_stock(args, corpus, directory, tag):
-  """One run of the stock baseline; returns (seconds, rss_mb, instances)."""
+  """One run of the stock baseline; returns a Result."""
   command = [sys.executable, _STOCK] + common_args(
       args, corpus, os.path.join(directory, tag + ".tfrecord"))
-  seconds, rss, output = run_child(command, os.path.join(directory, tag + ".log"))
-  return seconds, rss, int(re.search(r"instances=(\d+)", output).group(1))
+  seconds, cpu, rss, output = run_child(command, os.path.join(directory, tag + ".log"))
+  instances = int(re.search(r"instances=(\d+)", output).group(1))
+  return Result(seconds, cpu, instances, rss, rss)
 
 
 def growth(small, large):
@@ -90,8 +111,7 @@ def growth(small, large):
 
 
 def measure(args, corpus, label, directory, with_stock):
-  """Runs the tools on `corpus`; returns rows (corpus label, tool, seconds, docs/sec,
-  instances, peak RSS MB)."""
+  """Runs the tools on `corpus`; returns rows (corpus label, tool, Result, docs/sec)."""
   documents = count_documents(corpus)
   runs = []
   if with_stock:
@@ -100,8 +120,7 @@ def measure(args, corpus, label, directory, with_stock):
   for workers in (1, 2):
     runs.append(("create_pretraining_data, %d worker%s" % (workers, "s" * (workers > 1)),
                  run_ours(args, corpus, workers, directory, "ours%d_%s" % (workers, label))))
-  return [(label, name, seconds, documents / seconds, instances, rss)
-          for name, (seconds, rss, instances) in runs]
+  return [(label, name, result, documents / result.seconds) for name, result in runs]
 
 
 def main():
@@ -125,20 +144,27 @@ def main():
   rows = measure(args, args.corpus, "1x", directory, True)
   rows += measure(args, large, "%dx" % args.repeat, directory, not args.skip_stock_large)
   print()
-  print("%-6s %-36s %8s %10s %10s %12s" % ("corpus", "tool", "seconds", "docs/sec",
-                                           "instances", "peak RSS MB"))
-  for row in rows:
-    print("%-6s %-36s %8.1f %10.1f %10d %12.0f" % row)
+  print("%-6s %-35s %8s %8s %9s %9s %8s %9s" % (
+      "corpus", "tool", "wall s", "CPU s", "docs/sec", "instances", "RSS MB", "all procs"))
+  for label, name, result, docs_per_second in rows:
+    print("%-6s %-35s %8.1f %8.1f %9.1f %9d %8.0f %9.0f" % (
+        label, name, result.seconds, result.cpu_seconds, docs_per_second, result.instances,
+        result.peak_rss_mb, result.all_processes_mb))
+  print("(RSS MB: peak of the largest process; all procs: the parent's plus every worker's "
+        "peak)")
   print()
   print("peak RSS growth from 1x to %dx corpus:" % args.repeat)
-  peaks = {}
-  for label, name, _, _, _, rss in rows:
-    peaks.setdefault(name, []).append(rss)
-  for name, values in peaks.items():
-    if len(values) == 2:
-      claim = "  (claim: < +20%)" if name.startswith("create") else ""
-      print("  %-36s %6.0f MB -> %6.0f MB  %s%s" % (name, values[0], values[1],
-                                                   growth(*values), claim))
+  peaks = collections.OrderedDict()
+  for _, name, result, _ in rows:
+    peaks.setdefault(name, []).append(result)
+  for name, (small, large) in ((n, r) for n, r in peaks.items() if len(r) == 2):
+    line = "  %-35s largest process %4.0f -> %4.0f MB (%s)" % (
+        name, small.peak_rss_mb, large.peak_rss_mb, growth(small.peak_rss_mb, large.peak_rss_mb))
+    if small.all_processes_mb != small.peak_rss_mb:
+      line += ", all processes %4.0f -> %4.0f MB (%s)" % (
+          small.all_processes_mb, large.all_processes_mb,
+          growth(small.all_processes_mb, large.all_processes_mb))
+    print(line + ("  [claim: < +20%]" if name.startswith("create") else ""))
   print("(outputs and logs in %s)" % directory)
 
 
