@@ -28,9 +28,11 @@ Every variable is fetched with tf.get_variable under the stock scopes (`bert/emb
 modeling.py (same dense/layer-norm/attention helpers), so a checkpoint trained with
 rewrite_model.py drives the decoder unchanged.
 
-Constraints applied to every step: [PAD], [CLS] and [MASK] are never generated; the token after
-max_target_length generated tokens is forced to be [SEP]; with no_repeat_ngram_size=n > 0, a
-token that would repeat an n-gram already in the hypothesis is banned.
+Constraints applied to every step: [PAD], [CLS] and [MASK] are never generated; [SEP] may not
+come before min_target_length tokens (an undertrained model under beam search otherwise
+prefers the empty output, whose single log-probability beats any long hypothesis); the token
+after max_target_length generated tokens is forced to be [SEP]; with no_repeat_ngram_size=n > 0,
+a token that would repeat an n-gram already in the hypothesis is banned.
 """
 
 import collections
@@ -44,6 +46,7 @@ NEG_INF = -1e9
 
 DecodeParams = collections.namedtuple("DecodeParams", [
     "max_target_length",  # target tokens before the forced [SEP]
+    "min_target_length",  # target tokens before [SEP] may come (1: no empty output)
     "beam_size",  # 1 = greedy
     "length_penalty",  # GNMT alpha; 0 ranks hypotheses by their total log-probability
     "no_repeat_ngram_size",  # 0 = off
@@ -60,10 +63,11 @@ SourceCache = collections.namedtuple("SourceCache", [
 ])
 
 
-def decode_params_from_vocab(vocab, max_target_length, beam_size, length_penalty,
-                             no_repeat_ngram_size):
+def decode_params_from_vocab(vocab, max_target_length, min_target_length, beam_size,
+                             length_penalty, no_repeat_ngram_size):
   """DecodeParams with the special ids looked up in a token -> id vocabulary."""
-  return DecodeParams(max_target_length, beam_size, length_penalty, no_repeat_ngram_size,
+  return DecodeParams(max_target_length, min_target_length, beam_size, length_penalty,
+                      no_repeat_ngram_size,
                       vocab["[SEP]"], [vocab[t] for t in ("[PAD]", "[CLS]", "[MASK]")
                                        if t in vocab])
 
@@ -263,8 +267,11 @@ def constrain_log_probs(log_probs, sequences, slot, params):
   rows, vocab_size = modeling.get_shape_list(log_probs, expected_rank=2)
   banned = tf.reduce_sum(tf.one_hot(params.banned_ids, vocab_size), axis=0)[tf.newaxis, :]
   # After max_target_length tokens only [SEP] may follow.
-  only_sep = 1.0 - tf.one_hot(params.sep_id, vocab_size)[tf.newaxis, :]
-  banned += tf.cast(tf.equal(slot, params.max_target_length), tf.float32) * only_sep
+  sep = tf.one_hot(params.sep_id, vocab_size)[tf.newaxis, :]
+  banned += tf.cast(tf.equal(slot, params.max_target_length), tf.float32) * (1.0 - sep)
+  # Before min_target_length tokens, [SEP] may not come.
+  banned += tf.cast(slot < min(params.min_target_length, params.max_target_length),
+                    tf.float32) * sep
   if params.no_repeat_ngram_size > 0:
     banned += _repeated_ngram_bans(sequences, slot, params.no_repeat_ngram_size, rows,
                                    vocab_size)

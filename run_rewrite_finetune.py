@@ -74,6 +74,8 @@ flags.DEFINE_integer("max_target_length", 32,
                      "training targets are cut, and decoding stops there. The source gets the "
                      "rest: max_seq_length - max_target_length - 3 tokens (longer sources are "
                      "truncated, keeping their head; the count is logged).")
+flags.DEFINE_integer("min_target_length", 1,
+                     "Shortest rewrite, in tokens, that decoding may produce (1: never empty).")
 flags.DEFINE_integer("num_train_steps", 0,
                      "Train this many steps instead of num_train_epochs (0: use the epochs).")
 flags.DEFINE_integer("beam_size", 4, "Beam width for --do_eval/--do_predict; 1 = greedy search.")
@@ -151,8 +153,8 @@ class Pipeline(object):
   def decode(self, record_file, checkpoint, batch_size):
     """Rewrites of every record (input order) as detokenized strings."""
     params = rewrite_decoding.decode_params_from_vocab(
-        self.tokenizer.vocab, FLAGS.max_target_length, FLAGS.beam_size, FLAGS.length_penalty,
-        FLAGS.no_repeat_ngram_size)
+        self.tokenizer.vocab, FLAGS.max_target_length, FLAGS.min_target_length,
+        FLAGS.beam_size, FLAGS.length_penalty, FLAGS.no_repeat_ngram_size)
     outputs = training.run_inference(
         rewrite_decoding.make_decode_tower_fn(self.bert_config, params),
         make_input_fn(record_file, False), checkpoint, FLAGS.n_gpus, batch_size)

@@ -25,9 +25,10 @@ def _config():
                              max_position_embeddings=SEQ_LENGTH, initializer_range=0.3)
 
 
-def _params(beam_size=1, length_penalty=0.0, no_repeat_ngram_size=0):
-  return rewrite_decoding.DecodeParams(MAX_TARGET, beam_size, length_penalty,
-                                       no_repeat_ngram_size, SEP, [PAD, CLS, MASK])
+def _params(beam_size=1, length_penalty=0.0, no_repeat_ngram_size=0, min_target_length=0):
+  return rewrite_decoding.DecodeParams(MAX_TARGET, min_target_length, beam_size,
+                                       length_penalty, no_repeat_ngram_size, SEP,
+                                       [PAD, CLS, MASK])
 
 
 def _pack(source, target=()):
@@ -118,6 +119,7 @@ def model():
       _P(length_penalty=1.0, no_repeat_ngram_size=2),  # 2: greedy, constrained
       _P(force_beam=True, length_penalty=1.0, no_repeat_ngram_size=2),  # 3: beam 1, same
       _P(beam_size=3),  # 4: beam 3, no length penalty
+      _P(beam_size=3, min_target_length=3),  # 5: beam 3, at least 3 tokens
   ])
 
 
@@ -165,6 +167,13 @@ def test_beam_search_scores_and_bookkeeping(model):
   # caches were reordered with the right parents.
   np.testing.assert_allclose(scores, model.log_likelihood(SOURCES, targets), rtol=1e-4,
                              atol=1e-4)
+
+
+def test_min_target_length(model):
+  free = _tokens(model.decode(4, SOURCES)[0])
+  assert min(len(t) for t in free) == 1  # the [SEP]-biased model stops at once somewhere
+  constrained = _tokens(model.decode(5, SOURCES)[0])
+  assert all(len(t) >= 4 and SEP not in t[:3] for t in constrained), constrained
 
 
 def test_repeated_ngram_bans():
