@@ -9,9 +9,19 @@ epsilon 1e-12 over the hidden axis.
 
 Building the model again inside a reusing variable scope (as every tower after the first does)
 creates no new variable.
+
+Mixed precision. Variables are always float32 (checkpoints keep stock names and dtypes). Under
+`compute_dtype_scope(tf.float16)` (or bfloat16), or with `compute_type=`, the encoder computes in
+that dtype: the embeddings are summed and layer-normalized in float32 and cast once; every dense
+layer then casts its float32 kernel and bias to the dtype of its input at use, so the backward pass
+of that cast hands float32 gradients to the float32 variables. Layer norm runs in float32 inside
+(`layer_norm` casts in and out), and the model's outputs (sequence, pooled, all layers) are cast
+back to float32, so heads, softmax cross-entropy and losses built on them stay float32 without a
+change to their code.
 """
 
 import collections
+import contextlib
 import copy
 import json
 import math
@@ -24,6 +34,31 @@ import tensorflow.compat.v1 as tf
 from cli import InputError
 
 LAYER_NORM_EPSILON = 1e-12
+
+# The stack of compute dtypes set by compute_dtype_scope; BertModel uses the innermost.
+_COMPUTE_DTYPES = [tf.float32]
+
+
+@contextlib.contextmanager
+def compute_dtype_scope(dtype):
+  """Every BertModel built inside computes its encoder in `dtype` (variables stay float32).
+
+  training.py wraps each tower in it for --use_fp16 / --use_bf16, so run scripts and heads need
+  no precision argument.
+
+  Args:
+    dtype: tf.float32, tf.float16 or tf.bfloat16 (or their names).
+  """
+  _COMPUTE_DTYPES.append(tf.as_dtype(dtype))
+  try:
+    yield
+  finally:
+    _COMPUTE_DTYPES.pop()
+
+
+def get_compute_dtype():
+  """The compute dtype of the innermost compute_dtype_scope (tf.float32 outside any)."""
+  return _COMPUTE_DTYPES[-1]
 
 _REQUIRED_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                          "intermediate_size")
@@ -134,7 +169,8 @@ class BertModel(object):
                token_type_ids=None,
                use_one_hot_embeddings=False,
                scope=None,
-               attention_mask=None):
+               attention_mask=None,
+               compute_type=None):
     """Constructor for BertModel.
 
     Args:
@@ -149,6 +185,8 @@ class BertModel(object):
       attention_mask: (optional) float/int Tensor of shape [batch_size, seq_length, seq_length],
         1 where position `from` may attend to position `to`. Overrides the mask built from
         `input_mask`; the rewrite (seq2seq) model passes its UniLM mask here.
+      compute_type: (optional) dtype of the encoder's math (tf.float16 or tf.bfloat16 for mixed
+        precision). Defaults to get_compute_dtype(). Variables and outputs stay float32.
 
     Raises:
       InputError: the sequence is longer than config.max_position_embeddings, or the hidden
@@ -163,6 +201,7 @@ class BertModel(object):
     batch_size = input_shape[0]
     seq_length = input_shape[1]
     check_config_for_sequence(config, seq_length)
+    compute_type = tf.as_dtype(compute_type or get_compute_dtype())
 
     if input_mask is None:
       input_mask = tf.ones(shape=[batch_size, seq_length], dtype=tf.int32)
@@ -195,8 +234,9 @@ class BertModel(object):
       with tf.variable_scope("encoder"):
         if attention_mask is None:
           attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
-        self.all_encoder_layers = transformer_model(
-            input_tensor=self.embedding_output,
+        # The one cast into the compute dtype; dense layers follow their input's dtype from here.
+        encoder_layers = transformer_model(
+            input_tensor=tf.cast(self.embedding_output, compute_type),
             attention_mask=attention_mask,
             hidden_size=config.hidden_size,
             num_hidden_layers=config.num_hidden_layers,
@@ -208,14 +248,18 @@ class BertModel(object):
             initializer_range=config.initializer_range,
             do_return_all_layers=True)
 
-      self.sequence_output = self.all_encoder_layers[-1]
       # The pooler takes the hidden state of the first token ([CLS]) through a tanh dense layer,
       # pre-trained on next-sentence prediction.
       with tf.variable_scope("pooler"):
-        first_token_tensor = tf.squeeze(self.sequence_output[:, 0:1, :], axis=1)
-        self.pooled_output = dense_layer(
+        first_token_tensor = tf.squeeze(encoder_layers[-1][:, 0:1, :], axis=1)
+        pooled_output = dense_layer(
             first_token_tensor, config.hidden_size, name="dense", activation=tf.tanh,
             initializer=create_initializer(config.initializer_range))
+
+      # float32 outputs (no-op casts in float32), so heads and losses need no precision logic.
+      self.all_encoder_layers = [tf.cast(layer, tf.float32) for layer in encoder_layers]
+      self.sequence_output = self.all_encoder_layers[-1]
+      self.pooled_output = tf.cast(pooled_output, tf.float32)
 
   def get_pooled_output(self):
     """float Tensor [batch_size, hidden_size]: the pooled [CLS] representation."""
