@@ -5,6 +5,10 @@ global norm of 1.0, applied with `AdamWeightDecayOptimizer` under linear warm-up
 `create_train_op_from_grads(grads_and_vars, ...)` is the same update for gradients that the towers
 have already averaged (see tower_utils.py). Both create the stock slot variables
 `<var>/adam_m` and `<var>/adam_v` and increment `global_step`, so checkpoints match stock BERT.
+
+`create_replicated_train_op` applies the same update to every replica of the variables
+(tower_utils' allreduce mode), with `optimizer="lamb"` for LAMB (same slots) and an optional
+`DynamicLossScale` for float16 training, which skips updates whose gradients are not finite.
 """
 
 import re
@@ -52,8 +56,12 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
   return train_op
 
 
+OPTIMIZERS = ("adamw", "lamb")
+
+
 def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_warmup_steps,
-                               global_step=None, clip_norm=CLIP_NORM):
+                               global_step=None, clip_norm=CLIP_NORM, optimizer="adamw",
+                               loss_scale=None):
   """The BERT update for gradients already computed (and, with towers, already averaged).
 
   Args:
@@ -63,35 +71,118 @@ def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_war
     num_warmup_steps: number of warm-up updates.
     global_step: int64 Variable; defaults to tf.train.get_or_create_global_step().
     clip_norm: gradients are clipped to this global norm before the update.
+    optimizer: "adamw" (stock) or "lamb".
+    loss_scale: optional DynamicLossScale (the gradients are already unscaled).
 
   Returns:
-    (train_op, learning_rate): the op applying one update and incrementing global_step, and the
-    scalar learning-rate Tensor used by it (for logging).
+    (train_op, learning_rate): the op applying one update and incrementing global_step (its
+    value is global_step afterwards), and the scalar learning-rate Tensor used by it.
+  """
+  return create_replicated_train_op([grads_and_vars], init_lr, num_train_steps,
+                                    num_warmup_steps, global_step, clip_norm, optimizer,
+                                    loss_scale)
+
+
+def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
+                               num_warmup_steps, global_step=None, clip_norm=CLIP_NORM,
+                               optimizer="adamw", loss_scale=None):
+  """One update applied to each replica of the variables, from its own copy of the gradients.
+
+  Every replica's gradients are identical (reduced by tower_utils), and so are its variables, so
+  each replica is clipped by its own global norm (the same number) and updated alike.
+
+  Args:
+    replica_grads_and_vars: list (one per replica) of lists of (gradient or None, Variable).
+    init_lr, num_train_steps, num_warmup_steps, global_step, clip_norm, optimizer: see
+      create_train_op_from_grads.
+    loss_scale: optional DynamicLossScale. The update (all replicas) and the global_step
+      increment then run only when replica 0's gradients are all finite; otherwise the step is
+      skipped, global_step does not advance, and the scale is lowered.
+
+  Returns:
+    (train_op, learning_rate), as create_train_op_from_grads.
   """
   if global_step is None:
     global_step = tf.train.get_or_create_global_step()
   learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps)
+  opt = make_optimizer(optimizer, learning_rate)
 
-  optimizer = AdamWeightDecayOptimizer(
-      learning_rate=learning_rate,
-      weight_decay_rate=0.01,
-      beta_1=0.9,
-      beta_2=0.999,
-      epsilon=1e-6,
-      exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+  clipped, norms = [], []
+  for grads_and_vars in replica_grads_and_vars:
+    grads_and_vars = [(g, v) for (g, v) in grads_and_vars if g is not None]
+    device = grads_and_vars[0][1].device if len(replica_grads_and_vars) > 1 else None
+    with tf.device(device):
+      grads, norm = tf.clip_by_global_norm([g for g, _ in grads_and_vars], clip_norm=clip_norm)
+    clipped.extend(zip(grads, [v for _, v in grads_and_vars]))
+    norms.append(norm)
+  opt.create_slots([v for _, v in clipped])
 
-  grads_and_vars = [(g, v) for (g, v) in grads_and_vars if g is not None]
-  grads = [g for (g, _) in grads_and_vars]
-  tvars = [v for (_, v) in grads_and_vars]
-  (grads, _) = tf.clip_by_global_norm(grads, clip_norm=clip_norm)
+  def apply_and_count():
+    apply_op = opt.apply_gradients(clipped, global_step=global_step)
+    # Like stock BERT, AdamWeightDecayOptimizer does not touch global_step; the increment is
+    # here. Unlike stock (a plain tf.group), it waits for the update: otherwise the update may
+    # read the learning rate of the next step, at random.
+    with tf.control_dependencies([apply_op]):
+      return tf.identity(global_step.assign_add(1))
 
-  apply_op = optimizer.apply_gradients(list(zip(grads, tvars)), global_step=global_step)
-  # Like stock BERT, AdamWeightDecayOptimizer does not touch global_step; the increment is here.
-  # Unlike stock (a plain tf.group), it waits for the update: otherwise the update may read the
-  # learning rate of the next step, at random.
-  with tf.control_dependencies([apply_op]):
-    train_op = global_step.assign_add(1)
-  return train_op, learning_rate
+  if loss_scale is None:
+    return apply_and_count(), learning_rate
+  # A non-finite gradient anywhere makes replica 0's global norm non-finite (the replicas agree).
+  finite = tf.is_finite(norms[0])
+  new_step = tf.cond(finite, apply_and_count, lambda: tf.identity(global_step))
+  with tf.control_dependencies([loss_scale.update(finite, after=new_step)]):
+    return tf.identity(new_step), learning_rate
+
+
+def make_optimizer(name, learning_rate):
+  """The optimizer `name` ("adamw" or "lamb") with BERT's hyper-parameters."""
+  kwargs = dict(learning_rate=learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                epsilon=1e-6, exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+  if name == "adamw":
+    return AdamWeightDecayOptimizer(**kwargs)
+  if name == "lamb":
+    return LambOptimizer(**kwargs)
+  raise ValueError("unknown optimizer %r: expected one of %s" % (name, ", ".join(OPTIMIZERS)))
+
+
+class DynamicLossScale(object):
+  """Dynamic loss scaling for float16 training.
+
+  The loss is multiplied by `scale` before differentiation (so small float16 gradients do not
+  flush to zero) and the gradients divided by it afterwards. A step whose gradients are not all
+  finite is skipped (no variable changes, global_step does not advance, so num_train_steps still
+  counts applied updates) and the scale halves, down to `min_scale`; after `growth_interval`
+  finite steps in a row it doubles. The two variables are local, not saved: checkpoints stay
+  stock, and a resumed run starts again from `initial_scale` and settles within a few skipped
+  steps.
+  """
+
+  def __init__(self, initial_scale=2.0 ** 15, growth_interval=2000, min_scale=1.0):
+    self._growth_interval = growth_interval
+    self._min_scale = min_scale
+    with tf.variable_scope("loss_scale"):
+      self._scale = tf.Variable(float(initial_scale), trainable=False, use_resource=True,
+                                collections=[tf.GraphKeys.LOCAL_VARIABLES], name="scale")
+      self._good_steps = tf.Variable(0, trainable=False, use_resource=True,
+                                     collections=[tf.GraphKeys.LOCAL_VARIABLES],
+                                     name="good_steps")
+      # One read per step, shared by the towers and by `update`.
+      self.scale = self._scale.read_value()
+
+  def update(self, finite, after):
+    """The op adjusting the scale for the step whose gradients were `finite`, run after `after`.
+
+    Args:
+      finite: bool scalar Tensor, whether every gradient was finite.
+      after: Tensor or op (the update) the adjustment must follow.
+    """
+    with tf.control_dependencies([after]):
+      good = tf.where(finite, self._good_steps.read_value() + 1, 0)
+      grow = good >= self._growth_interval
+      scale = tf.where(finite, tf.where(grow, self.scale * 2.0, self.scale),
+                       tf.maximum(self.scale * 0.5, self._min_scale))
+      return tf.group(self._scale.assign(scale), self._good_steps.assign(
+          tf.where(grow, 0, good)))
 
 
 class AdamWeightDecayOptimizer(tf.train.Optimizer):
@@ -118,6 +209,28 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     self.beta_2 = beta_2
     self.epsilon = epsilon
     self.exclude_from_weight_decay = exclude_from_weight_decay
+    self._slot_cache = {}  # variable name -> (adam_m, adam_v)
+
+  def create_slots(self, var_list):
+    """Creates the adam_m and adam_v slots of every variable, next to it (same device).
+
+    apply_gradients creates missing ones itself; call this first when the update is built
+    inside a tf.cond, where variables cannot be created.
+    """
+    for param in var_list:
+      self._get_slots(param)
+
+  def _get_slots(self, param):
+    """(m, v) of `param`: float32 zeros named <param>/adam_m and <param>/adam_v."""
+    param_name = self._get_variable_name(param.name)
+    if param_name not in self._slot_cache:
+      with tf.device(param.device):
+        self._slot_cache[param_name] = tuple(
+            tf.get_variable(name=param_name + suffix, shape=param.shape.as_list(),
+                            dtype=tf.float32, trainable=False,
+                            initializer=tf.zeros_initializer())
+            for suffix in ("/adam_m", "/adam_v"))
+    return self._slot_cache[param_name]
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):
     """Applies one Adam step to each (grad, var); does not increment `global_step`."""
@@ -128,22 +241,10 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
         continue
 
       param_name = self._get_variable_name(param.name)
+      m, v = self._get_slots(param)
       with tf.device(param.device):
         # Sparse embedding gradients become dense here, on the variable's device.
         grad = tf.convert_to_tensor(grad)
-        m = tf.get_variable(
-            name=param_name + "/adam_m",
-            shape=param.shape.as_list(),
-            dtype=tf.float32,
-            trainable=False,
-            initializer=tf.zeros_initializer())
-        v = tf.get_variable(
-            name=param_name + "/adam_v",
-            shape=param.shape.as_list(),
-            dtype=tf.float32,
-            trainable=False,
-            initializer=tf.zeros_initializer())
-
         next_m = tf.multiply(self.beta_1, m) + tf.multiply(1.0 - self.beta_1, grad)
         next_v = tf.multiply(self.beta_2, v) + tf.multiply(1.0 - self.beta_2, tf.square(grad))
         update = next_m / (tf.sqrt(next_v) + self.epsilon)
@@ -153,11 +254,16 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
         if self._do_use_weight_decay(param_name):
           update += self.weight_decay_rate * param
 
-        update_with_lr = self.learning_rate * update
+        update_with_lr = self.learning_rate * self._scale_update(param_name, param, update)
         next_param = param - update_with_lr
 
         assignments.extend([param.assign(next_param), m.assign(next_m), v.assign(next_v)])
     return tf.group(*assignments, name=name)
+
+  def _scale_update(self, param_name, param, update):
+    """Hook for subclasses (LAMB's trust ratio); Adam leaves the update as it is."""
+    del param_name, param
+    return update
 
   def _do_use_weight_decay(self, param_name):
     """Whether to apply weight decay to `param_name` (not to LayerNorm or bias)."""
@@ -188,3 +294,33 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
 
   def _apply_sparse(self, grad, var):
     raise NotImplementedError("use apply_gradients")
+
+
+class LambOptimizer(AdamWeightDecayOptimizer):
+  """LAMB ("Large Batch Optimization for Deep Learning", You et al., 2019) for very large batches.
+
+  The AdamW update of each variable (no bias correction, decoupled weight decay, as above) is
+  rescaled by its trust ratio ||param|| / ||update|| (1 when either norm is 0), as in the LAMB
+  of google-research/albert. Variables matching `exclude_from_layer_adaptation` (by default those
+  excluded from weight decay: LayerNorm and biases) keep the plain AdamW update. The slots are the
+  same `adam_m` / `adam_v`, so checkpoints are interchangeable with AdamW ones.
+  """
+
+  def __init__(self, learning_rate, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999,
+               epsilon=1e-6, exclude_from_weight_decay=None, exclude_from_layer_adaptation=None,
+               name="LambOptimizer"):
+    super(LambOptimizer, self).__init__(learning_rate, weight_decay_rate, beta_1, beta_2,
+                                        epsilon, exclude_from_weight_decay, name)
+    if exclude_from_layer_adaptation is None:
+      exclude_from_layer_adaptation = exclude_from_weight_decay
+    self.exclude_from_layer_adaptation = exclude_from_layer_adaptation
+
+  def _scale_update(self, param_name, param, update):
+    """ratio * update, ratio = ||param|| / ||update||, for layer-adapted variables."""
+    for r in self.exclude_from_layer_adaptation or []:
+      if re.search(r, param_name) is not None:
+        return update
+    w_norm = tf.norm(param, ord=2)
+    u_norm = tf.norm(update, ord=2)
+    ratio = tf.where(w_norm > 0.0, tf.where(u_norm > 0.0, w_norm / u_norm, 1.0), 1.0)
+    return ratio * update
