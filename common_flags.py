@@ -11,11 +11,14 @@ import cli
 FLAGS = flags.FLAGS
 
 
-def _define(kind, name, default, help_text):
-  """Defines flag `name` unless it already exists (e.g. another run script was imported)."""
+def _define(kind, name, default, help_text, **kwargs):
+  """Defines flag `name` unless it already exists (e.g. another run script was imported).
+
+  kwargs go to the DEFINE_<kind> function (e.g. enum_values for kind "enum").
+  """
   if name in FLAGS:
     return
-  getattr(flags, "DEFINE_" + kind)(name, default, help_text)
+  getattr(flags, "DEFINE_" + kind)(name, default, help=help_text, **kwargs)
 
 
 def define_model_flags():
@@ -55,7 +58,7 @@ def define_training_flags(default_learning_rate=5e-5):
   _define("integer", "n_gpus", 1,
           "Number of towers (model replicas). Tower i runs on GPU i mod the number of GPUs in "
           "CUDA_VISIBLE_DEVICES (on CPU-only machines, on virtual CPU device i). The global "
-          "batch per step is train_batch_size * n_gpus.")
+          "batch per update is train_batch_size * n_gpus * grad_accum_steps.")
   _define("integer", "train_batch_size", 32, "Training batch size per tower.")
   _define("integer", "eval_batch_size", 8, "Batch size for eval.")
   _define("integer", "predict_batch_size", 8, "Batch size for predict, per tower.")
@@ -66,6 +69,39 @@ def define_training_flags(default_learning_rate=5e-5):
           "How often to log step, loss, learning rate, examples/sec and ETA, and to write "
           "TensorBoard summaries.")
   _define("integer", "random_seed", 12345, "Seed for shuffling and initialisation.")
+  define_speed_flags()
+
+
+def define_speed_flags():
+  """Mixed precision, XLA, gradient reduction, accumulation and the optimizer (training only)."""
+  _define("bool", "use_fp16", False,
+          "Mixed precision with float16 compute (GPUs with tensor cores): float32 variables and "
+          "checkpoints, layer norm, softmax cross-entropy and losses in float32, dynamic loss "
+          "scaling. An update whose gradients are not finite is skipped (global_step does not "
+          "advance) and logged, and the loss scale halves.")
+  _define("bool", "use_bf16", False,
+          "Mixed precision with bfloat16 compute (Ampere+ GPUs, CPUs with AVX512-BF16/AMX): "
+          "like --use_fp16 but without loss scaling (bfloat16 has float32's range).")
+  _define("bool", "use_xla", False,
+          "Compile each tower's forward and backward pass with XLA (fuses the element-wise ops "
+          "around the matmuls).")
+  _define("enum", "reduction", "shared",
+          "How tower gradients are reduced: shared = one copy of each variable, spread over the "
+          "devices, gradients summed on the owning device (best on one host / few GPUs); "
+          "allreduce = one copy per device kept identical by a packed NCCL (GPU) or ring (CPU) "
+          "all-reduce (best on many GPUs or PCIe without peer-to-peer). See tower_utils.py.",
+          enum_values=["shared", "allreduce"])
+  _define("integer", "grad_accum_steps", 1,
+          "Gradient accumulation: micro-batches per update. The effective batch per update is "
+          "train_batch_size * n_gpus * grad_accum_steps, with one gradient reduction per update; "
+          "global_step counts updates.")
+  _define("enum", "optimizer", "adamw",
+          "adamw = BERT's Adam with decoupled weight decay; lamb = LAMB (layer-wise trust "
+          "ratio) for very large batches. Both use the stock slots adam_m/adam_v.",
+          enum_values=["adamw", "lamb"])
+  _define("float", "allreduce_pack_mb", 32.0,
+          "--reduction=allreduce: gradients are packed into buffers of about this many MB, "
+          "one all-reduce per buffer.")
 
 
 def define_tpu_flags_removed():
@@ -129,12 +165,33 @@ def load_config_and_tokenizer(need_tokenizer=True):
 
 
 def tower_flag_checks():
-  """Checks --n_gpus and the batch sizes; raises InputError naming the flag."""
+  """Checks --n_gpus, the batch sizes and the speed flags; raises InputError naming the flag."""
   cli.require_positive(FLAGS.n_gpus, "n_gpus")
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-               "save_checkpoints_steps", "log_every_n_steps"):
+               "save_checkpoints_steps", "log_every_n_steps", "grad_accum_steps"):
     if name in FLAGS:
       cli.require_positive(getattr(FLAGS, name), name)
+  if "use_fp16" in FLAGS and FLAGS.use_fp16 and FLAGS.use_bf16:
+    raise cli.InputError("--use_fp16 and --use_bf16 exclude each other: choose one")
+  if "allreduce_pack_mb" in FLAGS and not FLAGS.allreduce_pack_mb > 0:
+    raise cli.InputError("--allreduce_pack_mb=%s: expected a positive number" %
+                         FLAGS.allreduce_pack_mb)
+
+
+def precision():
+  """"fp16", "bf16" or "fp32", from --use_fp16 / --use_bf16."""
+  if FLAGS.use_fp16:
+    return "fp16"
+  return "bf16" if FLAGS.use_bf16 else "fp32"
+
+
+def global_batch_size():
+  """Training examples per update: train_batch_size * n_gpus * grad_accum_steps.
+
+  Scripts that derive num_train_steps from epochs divide by this, so global_step counts updates
+  of the effective batch.
+  """
+  return FLAGS.train_batch_size * FLAGS.n_gpus * FLAGS.grad_accum_steps
 
 
 def require_output_dir():
@@ -160,7 +217,13 @@ def train_spec(num_train_steps, num_warmup_steps):
       save_checkpoints_steps=FLAGS.save_checkpoints_steps,
       log_every_n_steps=FLAGS.log_every_n_steps,
       keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-      seed=FLAGS.random_seed)
+      seed=FLAGS.random_seed,
+      precision=precision(),
+      use_xla=FLAGS.use_xla,
+      reduction=FLAGS.reduction,
+      grad_accum_steps=FLAGS.grad_accum_steps,
+      optimizer=FLAGS.optimizer,
+      allreduce_pack_mb=FLAGS.allreduce_pack_mb)
 
 
 def write_results(path, results):

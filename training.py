@@ -8,7 +8,16 @@ the loop with a plain Session and Saver.
 Checkpoints. `tf.train.Saver` writes the data and index files of a checkpoint first and only then
 rewrites the `checkpoint` state file, itself through a temporary file and a rename. A run killed
 mid-save therefore leaves the previous checkpoint as the latest one, and a re-run restores it and
-continues from its global_step. A run stopped with Ctrl-C or SIGTERM saves before exiting.
+continues from its global_step. A run stopped with Ctrl-C or SIGTERM saves before exiting. Only
+stock-named variables are saved (float32, also under --use_fp16/--use_bf16); allreduce replica
+copies, gradient accumulators and the loss scale are not (see tower_utils and optimization).
+
+Speed options (TrainSpec fields, from the shared flags): `precision` fp16 (dynamic loss scaling)
+or bf16 mixed precision, `use_xla`, `reduction` (shared / allreduce), `grad_accum_steps` (K
+micro-batches per update: K-1 runs that only accumulate, then one that reduces and applies), and
+`optimizer` (adamw / lamb). Every batch is stamped with tf.timestamp() as it leaves the input
+pipeline; a run that starts before its batch was ready waited for input, and the log reports the
+share of step time spent waiting in each logging interval.
 """
 
 import collections
@@ -37,7 +46,133 @@ TrainSpec = collections.namedtuple("TrainSpec", [
     "log_every_n_steps",
     "keep_checkpoint_max",
     "seed",
+    "precision",  # "fp32", "fp16" (with dynamic loss scaling) or "bf16"
+    "use_xla",  # compile the towers with XLA
+    "reduction",  # "shared" or "allreduce" (tower_utils)
+    "grad_accum_steps",  # micro-batches per update
+    "optimizer",  # "adamw" or "lamb"
+    "allreduce_pack_mb",  # gradient pack size of the allreduce mode
+], defaults=("fp32", False, "shared", 1, "adamw", tower_utils.DEFAULT_PACK_MB))
+
+PRECISIONS = {"fp32": tf.float32, "fp16": tf.float16, "bf16": tf.bfloat16}
+# Added to each batch by train(): when the batch left the input pipeline (seconds since epoch).
+_READY_TIME = "_batch_ready_time"
+# A float16 run that keeps skipping updates at the minimum loss scale is diverging.
+_MAX_CONSECUTIVE_SKIPS = 50
+
+TrainGraph = collections.namedtuple("TrainGraph", [
+    "train_op",  # applies one update; its value is global_step afterwards
+    "accumulate_ops",  # None, or (first, add): micro-batches 1 and 2..K-1 of an update
+    "loss",  # mean tower loss of the micro-batch
+    "learning_rate",
+    "loss_scale",  # float32 scalar Tensor, or None without loss scaling
+    "global_step",
+    "sync_op",  # copies replica 0 into the allreduce replicas
+    "ready_time",  # float64 scalar: when the micro-batch left the input pipeline, or None
 ])
+
+
+def global_batch_size(spec):
+  """Rows per update: batch_size_per_tower * n_towers * grad_accum_steps."""
+  return spec.batch_size_per_tower * spec.n_towers * spec.grad_accum_steps
+
+
+def check_spec(spec):
+  """Raises InputError on an unknown precision, reduction or optimizer, or bad accumulation."""
+  if spec.precision not in PRECISIONS:
+    raise InputError("precision %r: expected one of %s" % (spec.precision,
+                                                           ", ".join(PRECISIONS)))
+  if spec.optimizer not in optimization.OPTIMIZERS:
+    raise InputError("--optimizer=%s: expected one of %s" %
+                     (spec.optimizer, ", ".join(optimization.OPTIMIZERS)))
+  tower_utils.check_reduction(spec.reduction)
+  tower_utils.check_accum_steps(spec.grad_accum_steps)
+
+
+def build_train_graph(tower_fn, features, spec):
+  """Builds the towers, the gradient reduction and the update of `spec` in the default graph.
+
+  Args:
+    tower_fn: as in `train`.
+    features: dict of Tensors [batch_size_per_tower * n_towers, ...]: one micro-batch.
+    spec: TrainSpec.
+
+  Returns:
+    TrainGraph. Build the Saver (over tower_utils.saveable_variables()) after this call.
+  """
+  check_spec(spec)
+  features = dict(features)
+  ready_time = features.pop(_READY_TIME, None)
+  global_step = tf.train.get_or_create_global_step()
+  loss_scale = optimization.DynamicLossScale() if spec.precision == "fp16" else None
+  towers = tower_utils.build_towers(
+      _in_precision(tower_fn, PRECISIONS[spec.precision]), features, spec.n_towers,
+      reduction=spec.reduction, accum_steps=spec.grad_accum_steps,
+      loss_scale=loss_scale.scale if loss_scale else None, use_xla=spec.use_xla,
+      pack_mb=spec.allreduce_pack_mb)
+  train_op, learning_rate = optimization.create_replicated_train_op(
+      towers.replica_grads_and_vars, spec.learning_rate, spec.num_train_steps,
+      spec.num_warmup_steps, global_step=global_step, optimizer=spec.optimizer,
+      loss_scale=loss_scale)
+  return TrainGraph(train_op, towers.accumulate_ops, towers.loss, learning_rate,
+                    loss_scale.scale if loss_scale else None, global_step,
+                    tower_utils.replica_sync_op(), ready_time)
+
+
+def _in_precision(tower_fn, dtype):
+  """tower_fn building its BertModel(s) in compute dtype `dtype` (variables stay float32)."""
+
+  def tower_fn_in_precision(features):
+    with modeling.compute_dtype_scope(dtype):
+      return tower_fn(features)
+
+  return tower_fn_in_precision
+
+
+def stamp_ready_time(dataset):
+  """Adds each batch's ready time (tf.timestamp()) as it leaves `dataset`'s pipeline.
+
+  The stamp is taken by a map followed by a one-batch prefetch, so it is the time the batch was
+  produced, ahead of the step that consumes it unless the pipeline is too slow.
+  """
+
+  def stamp(features):
+    features = dict(features)
+    features[_READY_TIME] = tf.timestamp()
+    return features
+
+  return dataset.map(stamp).prefetch(1)
+
+
+def run_update(sess, train_graph, accum_steps, final_fetches):
+  """Runs one update: accum_steps - 1 accumulating micro-batches, then the applying one.
+
+  Args:
+    sess: Session.
+    train_graph: TrainGraph.
+    accum_steps: micro-batches per update.
+    final_fetches: dict of fetches for the applying run (train_graph.train_op among them);
+      every run also fetches "loss" and "ready" (the batch's ready time, when the graph has it).
+
+  Returns:
+    (results of the applying run, mean loss over the micro-batches, seconds spent waiting for
+    input over the micro-batches).
+  """
+  losses, waited = [], 0.0
+  for k in range(accum_steps):
+    if k + 1 < accum_steps:
+      fetches = {"op": train_graph.accumulate_ops[0 if k == 0 else 1]}
+    else:
+      fetches = dict(final_fetches)
+    fetches["loss"] = train_graph.loss
+    if train_graph.ready_time is not None:
+      fetches["ready"] = train_graph.ready_time
+    start = time.time()
+    results = sess.run(fetches)
+    losses.append(results["loss"])
+    if train_graph.ready_time is not None:
+      waited += max(0.0, results["ready"] - start)
+  return results, float(np.mean(losses)), waited
 
 
 def checkpoint_exists(prefix):
@@ -58,7 +193,7 @@ def restore_from_init_checkpoint(init_checkpoint):
   Raises InputError when a variable's shape differs from the checkpoint's, naming it: that means
   bert_config_file (or the vocab) does not belong to the checkpoint.
   """
-  tvars = tf.global_variables()
+  tvars = tower_utils.saveable_variables()
   assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
       tvars, init_checkpoint)
   ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
@@ -71,7 +206,8 @@ def restore_from_init_checkpoint(init_checkpoint):
           "--bert_config_file belong to this checkpoint?" %
           (init_checkpoint, name, list(ckpt_shapes[name]), graph_shape))
   tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
-  trainable = tf.trainable_variables()
+  trainable_names = {v.op.name for v in tf.trainable_variables()}
+  trainable = [v for v in tvars if v.op.name in trainable_names]
   missing = [v.op.name for v in trainable if v.op.name not in initialized]
   logging.info("Initialized %d of %d trainable variables from %s", len(trainable) - len(missing),
                len(trainable), init_checkpoint)
@@ -88,7 +224,7 @@ def _latest_step(output_dir):
 
 
 class _StepLogger(object):
-  """Logs step, loss, learning rate, examples/sec and ETA; writes them as summaries."""
+  """Logs step, loss, learning rate, examples/sec, ETA and input wait; writes them as summaries."""
 
   def __init__(self, writer, global_batch_size, num_train_steps, start_step):
     self._writer = writer
@@ -97,9 +233,21 @@ class _StepLogger(object):
     self._last_step = start_step
     self._last_time = time.time()
     self._losses = []
+    self._waited = 0.0
+    self._updates_that_waited = 0
+    self._updates = 0
 
-  def add_loss(self, loss):
+  def add_loss(self, loss, waited=0.0):
+    """Records an applied update's loss and the seconds it waited for input."""
     self._losses.append(float(loss))
+    self.add_input_wait(waited)
+
+  def add_input_wait(self, waited):
+    """Records the input wait of an update (skipped ones too: their time counts)."""
+    self._waited += waited
+    self._updates += 1
+    # Under a millisecond is the hand-over from the prefetch buffer, not starvation.
+    self._updates_that_waited += int(waited > 1e-3)
 
   def log(self, step, learning_rate, summary_proto=None):
     """Logs the interval since the last call, ending at `step`."""
@@ -109,17 +257,21 @@ class _StepLogger(object):
     examples_per_sec = steps * self._global_batch_size / elapsed
     eta_seconds = (self._num_train_steps - step) * elapsed / steps
     mean_loss = float(np.mean(self._losses)) if self._losses else float("nan")
-    logging.info("step %d/%d  loss %.4f  lr %.3e  %.1f examples/sec  ETA %s", step,
-                 self._num_train_steps, mean_loss, learning_rate, examples_per_sec,
-                 _format_seconds(eta_seconds))
+    wait_share = self._waited / elapsed
+    logging.info("step %d/%d  loss %.4f  lr %.3e  %.1f examples/sec  ETA %s  input wait %.1f%% "
+                 "of step time (%d of %d steps waited)", step, self._num_train_steps, mean_loss,
+                 learning_rate, examples_per_sec, _format_seconds(eta_seconds),
+                 100.0 * wait_share, self._updates_that_waited, self._updates)
     if summary_proto is not None:
       self._writer.add_summary(summary_proto, step)
     extra = tf.Summary(value=[
         tf.Summary.Value(tag="examples_per_sec", simple_value=examples_per_sec),
-        tf.Summary.Value(tag="loss_mean", simple_value=mean_loss)])
+        tf.Summary.Value(tag="loss_mean", simple_value=mean_loss),
+        tf.Summary.Value(tag="input_wait_share", simple_value=wait_share)])
     self._writer.add_summary(extra, step)
     self._writer.flush()
     self._last_step, self._last_time, self._losses = step, now, []
+    self._waited, self._updates_that_waited, self._updates = 0.0, 0, 0
     return examples_per_sec
 
 
@@ -156,80 +308,117 @@ def train(tower_fn, input_fn, spec):
     tower_fn: callable(features dict of Tensors [batch_size_per_tower, ...]) ->
       (scalar loss Tensor, outputs dict). Builds the training model (dropout on) for one tower.
     input_fn: callable(global_batch_size, seed) -> infinite tf.data.Dataset of feature dicts
-      with batches of exactly global_batch_size rows.
+      with batches of exactly global_batch_size rows (one micro-batch of all towers:
+      batch_size_per_tower * n_towers).
     spec: TrainSpec.
 
   Returns:
     dict with "global_step" and "loss" (mean loss over the last logging interval).
   """
+  check_spec(spec)
   tf.io.gfile.makedirs(spec.output_dir)
   check_init_checkpoint(spec.init_checkpoint)
-  global_batch_size = spec.batch_size_per_tower * spec.n_towers
   start_step = _latest_step(spec.output_dir)
   if start_step >= spec.num_train_steps:
     logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
                  spec.output_dir, start_step, spec.num_train_steps)
     return {"global_step": start_step, "loss": float("nan")}
-  logging.info("Training %d towers x %d examples = global batch %d, steps %d -> %d",
-               spec.n_towers, spec.batch_size_per_tower, global_batch_size, start_step,
-               spec.num_train_steps)
+  logging.info("Training %d towers x %d examples x %d accumulation steps = global batch %d, "
+               "steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
+               spec.n_towers, spec.batch_size_per_tower, spec.grad_accum_steps,
+               global_batch_size(spec), start_step, spec.num_train_steps, spec.precision,
+               "on" if spec.use_xla else "off", spec.reduction, spec.optimizer)
 
   graph = tf.Graph()
   with graph.as_default():
     tf.set_random_seed(spec.seed)
-    global_step = tf.train.get_or_create_global_step()
     with tf.device("/cpu:0"):
       # A resumed run gets a new shuffle order rather than replaying the first batches.
-      dataset = input_fn(global_batch_size, spec.seed + start_step)
-      features = tf.data.make_one_shot_iterator(dataset).get_next()
-    towers = tower_utils.build_towers(tower_fn, features, spec.n_towers)
-    train_op, learning_rate = optimization.create_train_op_from_grads(
-        towers.grads_and_vars, spec.learning_rate, spec.num_train_steps,
-        spec.num_warmup_steps, global_step=global_step)
+      dataset = input_fn(spec.batch_size_per_tower * spec.n_towers, spec.seed + start_step)
+      features = tf.data.make_one_shot_iterator(stamp_ready_time(dataset)).get_next()
+    train_graph = build_train_graph(tower_fn, features, spec)
     if start_step == 0 and spec.init_checkpoint:
       restore_from_init_checkpoint(spec.init_checkpoint)
-    tf.summary.scalar("loss", towers.loss)
-    tf.summary.scalar("learning_rate", learning_rate)
+    tf.summary.scalar("loss", train_graph.loss)
+    tf.summary.scalar("learning_rate", train_graph.learning_rate)
+    if train_graph.loss_scale is not None:
+      tf.summary.scalar("loss_scale", train_graph.loss_scale)
     summary_op = tf.summary.merge_all()
-    saver = tf.train.Saver(max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
-    init_op = tf.global_variables_initializer()
+    saver = tf.train.Saver(tower_utils.saveable_variables(), max_to_keep=spec.keep_checkpoint_max,
+                           save_relative_paths=True)
+    init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
     graph.finalize()
 
-    checkpoint_prefix = os.path.join(spec.output_dir, "model.ckpt")
     writer = tf.summary.FileWriter(spec.output_dir, graph)
-    with tf.Session(config=tower_utils.session_config(spec.n_towers)) as sess:
+    with tf.Session(config=tower_utils.session_config(spec.n_towers, spec.use_xla)) as sess:
       latest = tf.train.latest_checkpoint(spec.output_dir)
       sess.run(init_op)
       if latest:
         logging.info("Resuming from %s", latest)
         saver.restore(sess, latest)
-      step = sess.run(global_step)
-      logger = _StepLogger(writer, global_batch_size, spec.num_train_steps, step)
-      loss_value = float("nan")
-      with _TerminationGuard():
-        try:
-          while step < spec.num_train_steps:
-            log_now = (step + 1) % spec.log_every_n_steps == 0 or step + 1 == spec.num_train_steps
-            fetches = [train_op, towers.loss, learning_rate] + ([summary_op] if log_now else [])
-            results = sess.run(fetches)
-            step += 1
-            loss_value = results[1]
-            if not np.isfinite(loss_value):
-              raise RuntimeError("loss became %s at step %d; lower --learning_rate" %
-                                 (loss_value, step))
-            logger.add_loss(loss_value)
-            if log_now:
-              logger.log(step, results[2], results[3])
-            if step % spec.save_checkpoints_steps == 0 and step < spec.num_train_steps:
-              saver.save(sess, checkpoint_prefix, global_step=step)
-        except KeyboardInterrupt:
-          logging.warning("Interrupted at step %d: saving a checkpoint before exiting", step)
-          saver.save(sess, checkpoint_prefix, global_step=step)
-          raise
-      saver.save(sess, checkpoint_prefix, global_step=step)
-      logging.info("Saved %s-%d", checkpoint_prefix, step)
+      sess.run(train_graph.sync_op)
+      result = _train_loop(sess, train_graph, spec, summary_op, saver, writer)
     writer.close()
-  return {"global_step": int(step), "loss": float(loss_value)}
+  return result
+
+
+def _train_loop(sess, train_graph, spec, summary_op, saver, writer):
+  """Runs updates until global_step reaches spec.num_train_steps; saves on the way and at the end.
+
+  Returns:
+    dict with "global_step" and "loss" (of the last applied update).
+  """
+  checkpoint_prefix = os.path.join(spec.output_dir, "model.ckpt")
+  step = int(sess.run(train_graph.global_step))
+  logger = _StepLogger(writer, global_batch_size(spec), spec.num_train_steps, step)
+  loss_value = float("nan")
+  skips = 0
+  with _TerminationGuard():
+    try:
+      while step < spec.num_train_steps:
+        log_now = (step + 1) % spec.log_every_n_steps == 0 or step + 1 == spec.num_train_steps
+        fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate}
+        if log_now:
+          fetches["summary"] = summary_op
+        if train_graph.loss_scale is not None:
+          fetches["loss_scale"] = train_graph.loss_scale
+        results, loss, waited = run_update(sess, train_graph, spec.grad_accum_steps, fetches)
+        if int(results["step"]) == step:
+          skips = _log_skipped_step(step, results["loss_scale"], skips + 1)
+          logger.add_input_wait(waited)
+          continue
+        step, loss_value, skips = int(results["step"]), loss, 0
+        if not np.isfinite(loss_value):
+          raise RuntimeError("loss became %s at step %d; lower --learning_rate" %
+                             (loss_value, step))
+        logger.add_loss(loss_value, waited)
+        if log_now:
+          logger.log(step, results["lr"], results["summary"])
+        if step % spec.save_checkpoints_steps == 0 and step < spec.num_train_steps:
+          saver.save(sess, checkpoint_prefix, global_step=step)
+    except KeyboardInterrupt:
+      logging.warning("Interrupted at step %d: saving a checkpoint before exiting", step)
+      saver.save(sess, checkpoint_prefix, global_step=step)
+      raise
+  saver.save(sess, checkpoint_prefix, global_step=step)
+  logging.info("Saved %s-%d", checkpoint_prefix, step)
+  return {"global_step": step, "loss": float(loss_value)}
+
+
+def _log_skipped_step(step, loss_scale, skips):
+  """Logs an update skipped by loss scaling; returns the count of consecutive skips.
+
+  Raises:
+    RuntimeError: after _MAX_CONSECUTIVE_SKIPS skips in a row (the loss itself is diverging).
+  """
+  logging.warning("update %d skipped: non-finite gradients at loss scale %g (float16 dynamic "
+                  "loss scaling); global_step stays %d, the scale halves", step + 1, loss_scale,
+                  step)
+  if skips >= _MAX_CONSECUTIVE_SKIPS:
+    raise RuntimeError("%d updates in a row had non-finite gradients at step %d (loss scale "
+                       "%g); lower --learning_rate or train without --use_fp16" %
+                       (skips, step, loss_scale))
+  return skips
 
 
 def find_checkpoint(output_dir, init_checkpoint):
