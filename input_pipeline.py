@@ -8,13 +8,22 @@ import tensorflow.compat.v1 as tf
 
 def decode_record(record, name_to_features):
   """Parses one serialized tf.train.Example; int64 features become int32 (cheaper on GPUs)."""
-  example = tf.io.parse_single_example(record, name_to_features)
-  for name in list(example.keys()):
-    t = example[name]
-    if t.dtype == tf.int64:
-      t = tf.cast(t, tf.int32)
-    example[name] = t
-  return example
+  return _int64_to_int32(tf.io.parse_single_example(record, name_to_features))
+
+
+def decode_batch(records, name_to_features):
+  """Parses a batch of serialized tf.train.Examples [batch] at once (one vectorized op).
+
+  Returns:
+    dict name -> Tensor [batch, ...], int64 features as int32; the same as decode_record on each
+    record, then batched.
+  """
+  return _int64_to_int32(tf.io.parse_example(records, name_to_features))
+
+
+def _int64_to_int32(example):
+  return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+          for name, t in example.items()}
 
 
 def record_dataset(input_files, name_to_features, batch_size, is_training, seed=0,
@@ -30,7 +39,7 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
       last partial batch (training.run_inference pads it).
     seed: shuffle seed; training passes a different one after a resume.
     shuffle_buffer: records held for shuffling.
-    num_parallel_calls: parallel parsing calls (default: tf.data autotune).
+    num_parallel_calls: batches parsed in parallel (default: tf.data autotune).
 
   Returns:
     tf.data.Dataset of dicts name -> Tensor [batch_size, ...].
@@ -45,9 +54,12 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
     d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
   else:
     d = d.flat_map(tf.data.TFRecordDataset)
-  d = d.map(lambda record: decode_record(record, name_to_features),
-            num_parallel_calls=num_parallel_calls, deterministic=True)
+  # Batch the serialized records first and parse each batch with one vectorized parse_example:
+  # several times cheaper than one parse_single_example per record, so the input thread stays
+  # ahead of the towers; batches are parsed in parallel and prefetched.
   d = d.batch(batch_size, drop_remainder=is_training)
+  d = d.map(lambda records: decode_batch(records, name_to_features),
+            num_parallel_calls=num_parallel_calls, deterministic=True)
   return d.prefetch(tf.data.experimental.AUTOTUNE)
 
 
