@@ -22,7 +22,8 @@ the corpus size:
   * --masked_lm_prob counts only maskable tokens, and random replacements never insert
     special tokens (see masking.py, which also describes whole-word and n-gram masking).
 Each chunk's random numbers come from (random_seed, chunk index, dupe index), so the output is
-byte-identical for a given seed whatever --num_workers is.
+byte-identical for a given seed whatever --num_workers is. TensorFlow is not needed: records
+are framed and serialized here (the tests read them back with TensorFlow).
 """
 
 import collections
