@@ -193,7 +193,10 @@ def restore_from_init_checkpoint(init_checkpoint):
   Raises InputError when a variable's shape differs from the checkpoint's, naming it: that means
   bert_config_file (or the vocab) does not belong to the checkpoint.
   """
-  tvars = tower_utils.saveable_variables()
+  # Model weights only, as in stock BERT: a checkpoint written by a training run also holds
+  # global_step and Adam slots, and restoring those would make a new run start at the old step.
+  trainable_names = {v.op.name for v in tf.trainable_variables()}
+  tvars = [v for v in tower_utils.saveable_variables() if v.op.name in trainable_names]
   assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
       tvars, init_checkpoint)
   ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
@@ -206,11 +209,9 @@ def restore_from_init_checkpoint(init_checkpoint):
           "--bert_config_file belong to this checkpoint?" %
           (init_checkpoint, name, list(ckpt_shapes[name]), graph_shape))
   tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
-  trainable_names = {v.op.name for v in tf.trainable_variables()}
-  trainable = [v for v in tvars if v.op.name in trainable_names]
-  missing = [v.op.name for v in trainable if v.op.name not in initialized]
-  logging.info("Initialized %d of %d trainable variables from %s", len(trainable) - len(missing),
-               len(trainable), init_checkpoint)
+  missing = [v.op.name for v in tvars if v.op.name not in initialized]
+  logging.info("Initialized %d of %d trainable variables from %s", len(tvars) - len(missing),
+               len(tvars), init_checkpoint)
   for name in missing:
     logging.info("  not in init_checkpoint (trained from scratch): %s", name)
 

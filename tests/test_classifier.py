@@ -267,3 +267,19 @@ def test_predict_from_a_checkpoint_without_the_classifier_is_a_clear_error(tmp_p
       data_dir, tmp_path / "out", config, "--do_predict",
       "--init_checkpoint=%s" % (tmp_path / "bert_model.ckpt")))
   assert_one_line_error(proc, "bert_model.ckpt lacks 2 variable(s)", "output_weights")
+
+
+def test_init_checkpoint_from_a_finished_run_restores_weights_not_step(trained, tmp_path):
+  """Fine-tuning from one of our own checkpoints starts at step 0 with its weights."""
+  _, data_dir, config, out, _ = trained
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  init = tf.train.latest_checkpoint(str(out))
+  proc = run_script("run_classifier_mgpu.py", *_common_args(
+      data_dir, tmp_path / "from_init", config, "--do_train", "--num_train_epochs=1",
+      "--init_checkpoint=%s" % init))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "steps 0 -> 16" in proc.stderr
+  assert re.search(r"Initialized \d+ of \d+ trainable variables", proc.stderr)
+  assert "not in init_checkpoint" not in proc.stderr
+  assert tf.train.load_variable(tf.train.latest_checkpoint(str(tmp_path / "from_init")),
+                                "global_step") == 16
