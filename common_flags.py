@@ -104,6 +104,22 @@ def define_speed_flags():
           "one all-reduce per buffer.")
 
 
+def define_epoch_flags():
+  """--num_train_epochs and --warmup_proportion (run_classifier.py's schedule flags)."""
+  _define("float", "num_train_epochs", 3.0, "Total number of training epochs.")
+  _define("float", "warmup_proportion", 0.1,
+          "Proportion of training for linear learning rate warm-up (0.1 = 10%).")
+
+
+def epoch_schedule(num_examples):
+  """(num_train_steps, num_warmup_steps) for --num_train_epochs over `num_examples` examples.
+
+  Steps count updates of the effective batch (see global_batch_size); at least one.
+  """
+  num_train_steps = max(1, int(num_examples / global_batch_size() * FLAGS.num_train_epochs))
+  return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
+
+
 def define_tpu_flags_removed():
   """Stock TPU flags, accepted for drop-in compatibility of users' scripts and ignored."""
   _define("bool", "use_tpu", False, "Ignored: TPUs are not supported (multi-GPU towers are).")

@@ -32,6 +32,7 @@ common_flags.define_model_flags()
 common_flags.define_mode_flags()
 common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
+common_flags.define_epoch_flags()
 
 flags.DEFINE_string("data_dir", None,
                     "The input data dir: train.tsv, dev.tsv, test.tsv (or the stock file names "
@@ -39,9 +40,6 @@ flags.DEFINE_string("data_dir", None,
 flags.DEFINE_string("task_name", None,
                     "The task: xnli, mnli, mrpc, cola (stock formats) or tsv (your own "
                     "text<TAB>label or text_a<TAB>text_b<TAB>label files).")
-flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1,
-                   "Proportion of training for linear learning rate warm-up (0.1 = 10%).")
 flags.DEFINE_enum("truncation", "head", list(classifier_data.TRUNCATION_MODES),
                   "How to shorten texts longer than max_seq_length: head keeps the start, tail "
                   "the end, head_tail the first 128 and the last max_seq_length-130 tokens.")
@@ -189,8 +187,7 @@ def main(_):
       dev_examples = processor.get_dev_examples(FLAGS.data_dir)
       features_file("dev", dev_examples, source("dev"), label_list)
     global_batch = common_flags.global_batch_size()
-    num_train_steps = max(1, int(len(train_examples) / global_batch * FLAGS.num_train_epochs))
-    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(train_examples))
     train_file = features_file("train", train_examples, source("train"), label_list)
     logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d "
                  "accumulation steps), %d steps *****", len(train_examples), global_batch,

@@ -55,13 +55,7 @@ common_flags.define_model_flags()
 common_flags.define_mode_flags()
 common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
-# Defined through common_flags' idempotent helper: run_classifier_mgpu.py has the same two flags
-# and both scripts may be imported into one process.
-common_flags._define(  # pylint: disable=protected-access
-    "float", "num_train_epochs", 3.0, "Total number of training epochs.")
-common_flags._define(  # pylint: disable=protected-access
-    "float", "warmup_proportion", 0.1,
-    "Proportion of training for linear learning rate warm-up (0.1 = 10%).")
+common_flags.define_epoch_flags()
 
 flags.DEFINE_string("data_dir", None,
                     "Directory with train.tsv, dev.tsv and test.tsv: UTF-8 rows "
@@ -137,10 +131,11 @@ class Pipeline(object):
 
   def train(self, record_file, num_examples):
     """Trains on packed records with training.train (towers, checkpoints, resume)."""
-    global_batch = FLAGS.train_batch_size * FLAGS.n_gpus
-    num_train_steps = FLAGS.num_train_steps or max(
-        1, int(num_examples * FLAGS.num_train_epochs / global_batch))
-    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+    global_batch = common_flags.global_batch_size()
+    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(num_examples)
+    if FLAGS.num_train_steps:
+      num_train_steps = FLAGS.num_train_steps
+      num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
     logging.info("***** Training: %d examples, global batch %d (%d x %d towers), %d steps *****",
                  num_examples, global_batch, FLAGS.train_batch_size, FLAGS.n_gpus,
                  num_train_steps)
