@@ -378,19 +378,19 @@ def check_vocab_matches(bert_config, files):
                                            FLAGS.bert_config_file))
 
 
-def model_weights(checkpoint):
-  """(name, shape) of the bert/ and cls/ weights in `checkpoint`: no Adam slot, no global_step."""
-  return [(name, shape) for name, shape in tf.train.list_variables(checkpoint)
-          if name.startswith(("bert/", "cls/")) and not name.endswith(("/adam_m", "/adam_v"))]
-
-
 def write_model_weights(checkpoint, prefix):
-  """Writes the model_weights of `checkpoint` as a checkpoint at `prefix`; returns `prefix`."""
+  """Writes the bert/ and cls/ weights of `checkpoint` (no Adam slot, no global_step) to `prefix`.
+
+  Returns:
+    `prefix`.
+  """
   reader = tf.train.load_checkpoint(checkpoint)
   dtypes = reader.get_variable_to_dtype_map()
   with tf.Graph().as_default():
     variables = {name: tf.get_variable(name, shape, dtypes[name])
-                 for name, shape in model_weights(checkpoint)}
+                 for name, shape in tf.train.list_variables(checkpoint)
+                 if name.startswith(("bert/", "cls/"))
+                 and not name.endswith(("/adam_m", "/adam_v"))}
     saver = tf.train.Saver(variables)
     with tf.Session() as sess:
       for name, variable in variables.items():
@@ -398,27 +398,6 @@ def write_model_weights(checkpoint, prefix):
       saver.save(sess, prefix, write_meta_graph=False)
   logging.info("Wrote the %d model weights of %s to %s", len(variables), checkpoint, prefix)
   return prefix
-
-
-def init_weights_checkpoint(init_checkpoint, output_dir):
-  """`init_checkpoint`, or a copy of its model_weights when it also holds training state.
-
-  Works around training.restore_from_init_checkpoint, which restores every graph variable the
-  checkpoint holds, global_step and the Adam slots included: continuing from a checkpoint saved
-  at step N (e.g. a pretraining output_dir) would start the learning-rate schedule at step N and
-  train nothing when --num_train_steps <= N. Stock BERT restores the model weights only.
-
-  Returns:
-    a checkpoint prefix for TrainSpec.init_checkpoint (None stays None).
-  """
-  if not init_checkpoint:
-    return None
-  if len(model_weights(init_checkpoint)) == len(tf.train.list_variables(init_checkpoint)):
-    return init_checkpoint
-  path = os.path.join(output_dir, "init_weights", "model.ckpt")
-  if training.checkpoint_exists(path):
-    return path
-  return write_model_weights(init_checkpoint, path)
 
 
 def export_model(output_dir, bert_config):
@@ -478,12 +457,9 @@ def main(_):
     fmt = record_format(train_files, "input_file")
     bert_config, _, masking_config = load_model(fmt)
     check_vocab_matches(bert_config, train_files)
-    spec = common_flags.train_spec(FLAGS.num_train_steps, FLAGS.num_warmup_steps)
-    if not tf.train.latest_checkpoint(FLAGS.output_dir):
-      spec = spec._replace(
-          init_checkpoint=init_weights_checkpoint(FLAGS.init_checkpoint, FLAGS.output_dir))
     training.train(tower_fn_builder(bert_config, fmt["has_nsp"], is_training=True),
-                   input_fn_builder(train_files, fmt, True, masking_config), spec)
+                   input_fn_builder(train_files, fmt, True, masking_config),
+                   common_flags.train_spec(FLAGS.num_train_steps, FLAGS.num_warmup_steps))
     export_model(FLAGS.output_dir, bert_config)
 
   if FLAGS.do_eval or FLAGS.do_predict:

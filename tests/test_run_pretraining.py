@@ -268,6 +268,7 @@ def test_train_resume_eval_predict_then_continue_on_dynamic_records(data, tmp_pa
 
   # Continued pretraining on MLM-only records masked on the fly, from a checkpoint saved at
   # step 4: it starts again at step 0 (the init checkpoint's global_step is not restored).
+  # The output is then exported as a Google-style folder with the model weights only.
   continued_dir = str(tmp_path / "continued")
   third = _run_script(["--input_file=" + data["dynamic_mlm"], "--output_dir=" + continued_dir,
                        "--init_checkpoint=" + os.path.join(output_dir, "model.ckpt-4"),
