@@ -78,7 +78,6 @@ flags.DEFINE_float("masked_lm_prob", 0.15,
 # normalises its loss by its share of the global denominator (see add_loss_normalizer).
 LOSS_NORMALIZER = "masked_lm_normalizer"
 # Sub-folder of output_dir that receives the trained model in the layout of Google's releases.
-EXPORT_DIR = "export"
 
 
 def resolve_input_files(spec, flag_name):
@@ -378,48 +377,6 @@ def check_vocab_matches(bert_config, files):
                                            FLAGS.bert_config_file))
 
 
-def write_model_weights(checkpoint, prefix):
-  """Writes the bert/ and cls/ weights of `checkpoint` (no Adam slot, no global_step) to `prefix`.
-
-  Returns:
-    `prefix`.
-  """
-  reader = tf.train.load_checkpoint(checkpoint)
-  dtypes = reader.get_variable_to_dtype_map()
-  with tf.Graph().as_default():
-    variables = {name: tf.get_variable(name, shape, dtypes[name])
-                 for name, shape in tf.train.list_variables(checkpoint)
-                 if name.startswith(("bert/", "cls/"))
-                 and not name.endswith(("/adam_m", "/adam_v"))}
-    saver = tf.train.Saver(variables)
-    with tf.Session() as sess:
-      for name, variable in variables.items():
-        variable.load(reader.get_tensor(name), sess)  # Fed, not baked into the graph as constants.
-      saver.save(sess, prefix, write_meta_graph=False)
-  logging.info("Wrote the %d model weights of %s to %s", len(variables), checkpoint, prefix)
-  return prefix
-
-
-def export_model(output_dir, bert_config):
-  """Exports the latest checkpoint as output_dir/export/ in the layout of Google's releases.
-
-  bert_model.ckpt (model weights only, so fine-tuning starts at step 0 with fresh optimizer
-  state), bert_config.json and vocab.txt (or the SentencePiece model): pass the folder as
-  BERT_DIR to the fine-tuning scripts, or export/bert_model.ckpt as --init_checkpoint.
-  """
-  export_dir = os.path.join(output_dir, EXPORT_DIR)
-  tf.io.gfile.makedirs(export_dir)
-  write_model_weights(tf.train.latest_checkpoint(output_dir),
-                      os.path.join(export_dir, "bert_model.ckpt"))
-  with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as writer:
-    writer.write(bert_config.to_json_string())
-  if FLAGS.spm_model_file:
-    tf.io.gfile.copy(FLAGS.spm_model_file,
-                     os.path.join(export_dir, os.path.basename(FLAGS.spm_model_file)), True)
-  elif FLAGS.vocab_file:
-    tf.io.gfile.copy(FLAGS.vocab_file, os.path.join(export_dir, "vocab.txt"), overwrite=True)
-
-
 def load_model(fmt):
   """The BertConfig, plus the tokenizer and masking config when needed, checked against `fmt`.
 
@@ -460,7 +417,7 @@ def main(_):
     training.train(tower_fn_builder(bert_config, fmt["has_nsp"], is_training=True),
                    input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(FLAGS.num_train_steps, FLAGS.num_warmup_steps))
-    export_model(FLAGS.output_dir, bert_config)
+    training.export_model(FLAGS.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file)
 
   if FLAGS.do_eval or FLAGS.do_predict:
     eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"

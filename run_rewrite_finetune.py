@@ -33,7 +33,6 @@ only, output_dir/export/bert_model.ckpt (+ bert_config.json, vocab.txt); fine-tu
 
 import os
 import random
-import shutil
 
 from absl import flags
 from absl import logging
@@ -95,7 +94,6 @@ flags.DEFINE_list("pretrain_tasks", list(rewrite_data.PRETRAIN_TASKS),
 flags.DEFINE_integer("pretrain_dupe_factor", 2,
                      "Passes over the corpus with different random cuts and spans.")
 
-EXPORT_DIR = "export"
 
 
 def make_input_fn(record_file, is_training):
@@ -258,37 +256,8 @@ def pretrain_rewrite(pipeline):
       FLAGS.max_target_length)
   num_examples = sum(1 for _ in tf.io.tf_record_iterator(record_file))
   pipeline.train(record_file, num_examples)
-  export_model(tf.train.latest_checkpoint(FLAGS.output_dir), pipeline)
-
-
-def export_model(checkpoint, pipeline):
-  """Writes the model variables of `checkpoint` as output_dir/export/bert_model.ckpt.
-
-  Only `bert/` and `cls/` variables, without the Adam slots and global_step, as in Google's
-  releases: fine-tuning from it starts at step 0 with fresh optimizer state. bert_config.json
-  and the vocabulary are copied next to it.
-  """
-  export_dir = os.path.join(FLAGS.output_dir, EXPORT_DIR)
-  tf.io.gfile.makedirs(export_dir)
-  reader = tf.train.load_checkpoint(checkpoint)
-  names = [name for name, _ in tf.train.list_variables(checkpoint)
-           if name.startswith(("bert/", "cls/")) and not name.endswith(("/adam_m", "/adam_v"))]
-  with tf.Graph().as_default():
-    variables = [tf.get_variable(name, shape=reader.get_variable_to_shape_map()[name],
-                                 dtype=reader.get_variable_to_dtype_map()[name])
-                 for name in names]
-    saver = tf.train.Saver(variables)
-    with tf.Session() as sess:
-      for name, variable in zip(names, variables):
-        variable.load(reader.get_tensor(name), sess)  # fed, not baked into the graph
-      prefix = saver.save(sess, os.path.join(export_dir, "bert_model.ckpt"),
-                          write_meta_graph=False)
-  with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as f:
-    f.write(pipeline.bert_config.to_json_string())
-  vocab = FLAGS.spm_model_file or FLAGS.vocab_file
-  shutil.copyfile(vocab, os.path.join(export_dir, os.path.basename(vocab)))
-  logging.info("Exported %d variables of %s to %s", len(names), checkpoint, prefix)
-  return prefix
+  training.export_model(FLAGS.output_dir, pipeline.bert_config, FLAGS.vocab_file,
+                        FLAGS.spm_model_file)
 
 
 def main(_):

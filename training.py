@@ -505,3 +505,49 @@ def run_inference(tower_fn, input_fn, checkpoint, n_towers, batch_size_per_tower
         for name, value in outputs.items():
           collected[name].append(value[keep])
   return {name: np.concatenate(values, axis=0) for name, values in collected.items()}
+
+
+EXPORT_DIR = "export"
+
+
+def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
+  """Exports the latest checkpoint of output_dir as output_dir/export/, like Google's releases.
+
+  Writes bert_model.ckpt with the model weights only (`bert/` and `cls/`, no Adam slot, no
+  global_step: fine-tuning from it starts at step 0 with fresh optimizer state),
+  bert_config.json, and vocab.txt (or the SentencePiece model). Pass the folder as BERT_DIR to
+  the fine-tuning scripts, or export/bert_model.ckpt as --init_checkpoint.
+
+  Returns:
+    the exported checkpoint prefix.
+  """
+  checkpoint = tf.train.latest_checkpoint(output_dir)
+  export_dir = os.path.join(output_dir, EXPORT_DIR)
+  tf.io.gfile.makedirs(export_dir)
+  prefix = _write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"))
+  with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as writer:
+    writer.write(bert_config.to_json_string())
+  if spm_model_file:
+    tf.io.gfile.copy(spm_model_file, os.path.join(export_dir, os.path.basename(spm_model_file)),
+                     overwrite=True)
+  elif vocab_file:
+    tf.io.gfile.copy(vocab_file, os.path.join(export_dir, "vocab.txt"), overwrite=True)
+  return prefix
+
+
+def _write_model_weights(checkpoint, prefix):
+  """Writes the bert/ and cls/ weights of `checkpoint` to `prefix`; returns `prefix`."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  dtypes = reader.get_variable_to_dtype_map()
+  with tf.Graph().as_default():
+    variables = {name: tf.get_variable(name, shape, dtypes[name])
+                 for name, shape in tf.train.list_variables(checkpoint)
+                 if name.startswith(("bert/", "cls/"))
+                 and not name.endswith(("/adam_m", "/adam_v"))}
+    saver = tf.train.Saver(variables)
+    with tf.Session() as sess:
+      for name, variable in variables.items():
+        variable.load(reader.get_tensor(name), sess)  # Fed, not baked into the graph as constants.
+      saver.save(sess, prefix, write_meta_graph=False)
+  logging.info("Exported the %d model weights of %s to %s", len(variables), checkpoint, prefix)
+  return prefix
