@@ -3,7 +3,6 @@
 
 import collections
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -15,6 +14,7 @@ import create_pretraining_data as cpd
 import masking
 import pretraining_records
 import tokenization
+from script_runner import assert_one_line_error, run_script
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CHINESE_VOCAB = os.path.join(_REPO, "vocab", "chinese_vocab.txt")
@@ -313,15 +313,12 @@ def test_bad_inputs_raise_input_error(tmp_path, monkeypatch):
 
 def test_cli_error_is_one_line_with_exit_code_2(tmp_path):
   empty = _write(tmp_path, "empty.txt", "")
-  result = subprocess.run(
-      [sys.executable, os.path.join(_REPO, "create_pretraining_data.py"),
-       "--input_file=" + empty, "--output_file=" + str(tmp_path / "out.tfrecord"),
-       "--vocab_file=" + _CHINESE_VOCAB], capture_output=True, text=True, timeout=120)
-  assert result.returncode == 2
-  error_lines = [l for l in result.stderr.splitlines() if l.startswith("error:")]
-  assert error_lines == ["error: %s: empty corpus: no text (expected utf-8 text, one sentence "
-                         "per line, blank lines between documents)" % empty]
-  assert "Traceback" not in result.stderr
+  result = run_script("create_pretraining_data.py", "--input_file=" + empty,
+                      "--output_file=" + str(tmp_path / "out.tfrecord"),
+                      "--vocab_file=" + _CHINESE_VOCAB, timeout=120)
+  line = assert_one_line_error(result)
+  assert line == ("error: %s: empty corpus: no text (expected utf-8 text, one sentence per "
+                  "line, blank lines between documents)" % empty)
 
 
 def test_tfrecord_framing_is_read_back_by_tensorflow(tmp_path):

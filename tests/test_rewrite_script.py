@@ -8,8 +8,8 @@ held-out rows must come out right at least 95% of the time.
 import json
 import os
 import random
-import subprocess
-import sys
+
+from script_runner import run_script
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CHARS = list("甲乙丙丁戊己庚辛壬癸子丑")
@@ -44,10 +44,7 @@ def _write_data(data_dir):
 
 
 def _run(args):
-  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-             TF_ENABLE_ONEDNN_OPTS="0")
-  return subprocess.run([sys.executable, os.path.join(REPO, "run_rewrite_finetune.py")] + args,
-                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  return run_script("run_rewrite_finetune.py", *args)
 
 
 def _common_flags(data_dir, output_dir):

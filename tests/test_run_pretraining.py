@@ -5,8 +5,6 @@ import json
 import os
 import random
 import re
-import subprocess
-import sys
 
 from absl import flags
 import numpy as np
@@ -22,6 +20,7 @@ import pretraining_model
 import pretraining_records
 import run_pretraining_mgpu
 import tower_utils
+from script_runner import run_script
 
 FLAGS = flags.FLAGS
 
@@ -239,13 +238,10 @@ def test_input_file_forms_and_no_match(data, tmp_path):
 
 def _run_script(args, data):
   """Runs the real script on CPU in a subprocess; returns the CompletedProcess."""
-  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-             TF_ENABLE_ONEDNN_OPTS="0")
   base = ["--bert_config_file=" + data["config"], "--vocab_file=" + data["vocab"],
           "--n_gpus=2", "--train_batch_size=4", "--eval_batch_size=4", "--learning_rate=1e-3",
           "--num_warmup_steps=1", "--log_every_n_steps=1", "--save_checkpoints_steps=2"]
-  return subprocess.run([sys.executable, SCRIPT] + base + args, env=env, cwd=REPO,
-                        capture_output=True, text=True, timeout=300)
+  return run_script("run_pretraining_mgpu.py", *(base + args), timeout=300)
 
 
 def test_train_resume_eval_predict_then_continue_on_dynamic_records(data, tmp_path):
