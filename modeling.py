@@ -12,12 +12,12 @@ creates no new variable.
 
 Mixed precision. Variables are always float32 (checkpoints keep stock names and dtypes). Under
 `compute_dtype_scope(tf.float16)` (or bfloat16), or with `compute_type=`, the encoder computes in
-that dtype: the embeddings are summed and layer-normalized in float32 and cast once; every dense
-layer then casts its float32 kernel and bias to the dtype of its input at use, so the backward pass
-of that cast hands float32 gradients to the float32 variables. Layer norm runs in float32 inside
-(`layer_norm` casts in and out), and the model's outputs (sequence, pooled, all layers) are cast
-back to float32, so heads, softmax cross-entropy and losses built on them stay float32 without a
-change to their code.
+that dtype: each attention and feed-forward block casts its input to it, and every dense layer
+casts its float32 kernel and bias to the dtype of its input at use, so the backward pass of that
+cast hands float32 gradients to the float32 variables. The residual stream (embeddings, the
+inputs and outputs of the layer norms, hence every layer's output), the attention softmax and
+dropout stay float32, as does the pooler: the model's outputs are float32, so heads, softmax
+cross-entropy and losses built on them stay float32 without a change to their code.
 """
 
 import collections
@@ -234,9 +234,9 @@ class BertModel(object):
       with tf.variable_scope("encoder"):
         if attention_mask is None:
           attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
-        # The one cast into the compute dtype; dense layers follow their input's dtype from here.
-        encoder_layers = transformer_model(
-            input_tensor=tf.cast(self.embedding_output, compute_type),
+        # float32 residual stream; attention and feed-forward blocks compute in compute_type.
+        self.all_encoder_layers = transformer_model(
+            input_tensor=self.embedding_output,
             attention_mask=attention_mask,
             hidden_size=config.hidden_size,
             num_hidden_layers=config.num_hidden_layers,
@@ -246,20 +246,17 @@ class BertModel(object):
             hidden_dropout_prob=config.hidden_dropout_prob,
             attention_probs_dropout_prob=config.attention_probs_dropout_prob,
             initializer_range=config.initializer_range,
-            do_return_all_layers=True)
+            do_return_all_layers=True,
+            compute_type=compute_type)
 
+      self.sequence_output = self.all_encoder_layers[-1]
       # The pooler takes the hidden state of the first token ([CLS]) through a tanh dense layer,
       # pre-trained on next-sentence prediction.
       with tf.variable_scope("pooler"):
-        first_token_tensor = tf.squeeze(encoder_layers[-1][:, 0:1, :], axis=1)
-        pooled_output = dense_layer(
+        first_token_tensor = tf.squeeze(self.sequence_output[:, 0:1, :], axis=1)
+        self.pooled_output = dense_layer(
             first_token_tensor, config.hidden_size, name="dense", activation=tf.tanh,
             initializer=create_initializer(config.initializer_range))
-
-      # float32 outputs (no-op casts in float32), so heads and losses need no precision logic.
-      self.all_encoder_layers = [tf.cast(layer, tf.float32) for layer in encoder_layers]
-      self.sequence_output = self.all_encoder_layers[-1]
-      self.pooled_output = tf.cast(pooled_output, tf.float32)
 
   def get_pooled_output(self):
     """float Tensor [batch_size, hidden_size]: the pooled [CLS] representation."""
@@ -661,14 +658,16 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None, dropout
   """
   size_per_head = get_shape_list(query)[-1]
   scores = tf.matmul(query, key, transpose_b=True)
-  scores = scores * (1.0 / math.sqrt(float(size_per_head)))
+  # Mixed precision: masking, softmax and its dropout run in float32 (a 16-bit sum of
+  # to_seq_length exponentials loses the small probabilities); only the matmuls are 16-bit.
+  scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(size_per_head)))
   if attention_mask is not None:
-    mask = tf.cast(tf.expand_dims(attention_mask, axis=[1]), scores.dtype)
+    mask = tf.cast(tf.expand_dims(attention_mask, axis=[1]), tf.float32)
     # A large negative bias before the softmax is the same as removing masked positions.
     scores += (1.0 - mask) * -10000.0
   probs = tf.nn.softmax(scores)
   probs = dropout(probs, dropout_prob)
-  return tf.matmul(probs, value)
+  return tf.matmul(tf.cast(probs, value.dtype), value)
 
 
 def transformer_model(input_tensor,
@@ -681,8 +680,15 @@ def transformer_model(input_tensor,
                       hidden_dropout_prob=0.1,
                       attention_probs_dropout_prob=0.1,
                       initializer_range=0.02,
-                      do_return_all_layers=False):
+                      do_return_all_layers=False,
+                      compute_type=None):
   """The Transformer encoder of "Attention is All You Need", post-layer-norm as in BERT.
+
+  Mixed precision: the residual stream (each layer norm's input and output) keeps the dtype of
+  `input_tensor` (float32 from BertModel); attention and feed-forward blocks compute in
+  `compute_type` (their input is cast), and their outputs are cast back before dropout, the
+  residual sum and the layer norm. A 16-bit residual stream would round away the small updates
+  each layer adds to it (bfloat16 keeps 8 significant bits).
 
   Variables per layer, under `layer_<i>/`: `attention/self/{query,key,value}`,
   `attention/output/dense`, `attention/output/LayerNorm`, `intermediate/dense`, `output/dense`,
@@ -697,9 +703,12 @@ def transformer_model(input_tensor,
     attention_probs_dropout_prob: dropout rate on the attention probabilities.
     initializer_range: stddev of the initializers.
     do_return_all_layers: return every layer's output instead of the last only.
+    compute_type: (optional) dtype of the attention and feed-forward math; defaults to
+      get_compute_dtype().
 
   Returns:
-    float Tensor [batch_size, seq_length, hidden_size], or a list of num_hidden_layers of them.
+    Tensor [batch_size, seq_length, hidden_size] of input_tensor's dtype, or a list of
+    num_hidden_layers of them.
   """
   if hidden_size % num_attention_heads != 0:
     raise InputError("hidden_size=%d is not a multiple of num_attention_heads=%d" %
@@ -715,6 +724,8 @@ def transformer_model(input_tensor,
     raise ValueError("The width of the input tensor (%d) != hidden size (%d)" %
                      (input_width, hidden_size))
 
+  compute_type = tf.as_dtype(compute_type or get_compute_dtype())
+  residual_type = input_tensor.dtype
   # Layers work on 2D [batch*seq, width] tensors: the reshapes are free and matmuls are faster.
   prev_output = reshape_to_matrix(input_tensor)
   initializer = create_initializer(initializer_range)
@@ -723,12 +734,13 @@ def transformer_model(input_tensor,
   for layer_idx in range(num_hidden_layers):
     with tf.variable_scope("layer_%d" % layer_idx):
       layer_input = prev_output
+      block_input = tf.cast(layer_input, compute_type)
 
       with tf.variable_scope("attention"):
         with tf.variable_scope("self"):
           attention_output = attention_layer(
-              from_tensor=layer_input,
-              to_tensor=layer_input,
+              from_tensor=block_input,
+              to_tensor=block_input,
               attention_mask=attention_mask,
               num_attention_heads=num_attention_heads,
               size_per_head=attention_head_size,
@@ -742,18 +754,20 @@ def transformer_model(input_tensor,
         with tf.variable_scope("output"):
           attention_output = dense_layer(attention_output, hidden_size, name="dense",
                                          initializer=initializer)
-          attention_output = dropout(attention_output, hidden_dropout_prob)
+          attention_output = dropout(tf.cast(attention_output, residual_type),
+                                     hidden_dropout_prob)
           attention_output = layer_norm(attention_output + layer_input)
 
       with tf.variable_scope("intermediate"):
-        intermediate_output = dense_layer(attention_output, intermediate_size, name="dense",
+        intermediate_output = dense_layer(tf.cast(attention_output, compute_type),
+                                          intermediate_size, name="dense",
                                           activation=intermediate_act_fn,
                                           initializer=initializer)
 
       with tf.variable_scope("output"):
         layer_output = dense_layer(intermediate_output, hidden_size, name="dense",
                                    initializer=initializer)
-        layer_output = dropout(layer_output, hidden_dropout_prob)
+        layer_output = dropout(tf.cast(layer_output, residual_type), hidden_dropout_prob)
         layer_output = layer_norm(layer_output + attention_output)
         prev_output = layer_output
         all_layer_outputs.append(layer_output)
