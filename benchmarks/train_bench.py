@@ -1,0 +1,389 @@
+"""Training throughput of bert-mgpu: towers, sequence length, precision, XLA, reduction, accumulation.
+
+Prints one table: examples/sec, model TFLOP/s and the share of the machine's measured matmul peak
+for each run, then the claims checked on these figures, with Hugging Face transformers (PyTorch)
+training the same configs side by side when torch is installed (requirements-bench.txt).
+
+Each run trains the classifier of run_classifier_mgpu.py (BERT + pooled softmax, dropout 0.1)
+through training.build_train_graph (the graph every run script trains with: towers, reduction,
+clipping, AdamW) on a fixed synthetic batch fed through a tf.data iterator, with global
+batch = batch per tower x towers x accumulation steps. Timing starts after warm-up updates (graph
+optimization, XLA compilation); a run's figure is its best of --rounds rounds of --steps updates,
+because other processes on the machine only ever slow a round down (the Hugging Face side is
+measured the same way).
+
+FLOPs. Per token, a BERT layer does 4*H*H (Q, K, V, output) + 2*H*I (feed-forward) multiply-adds
+in dense matmuls and 2*S*H in attention (Q.K^T and probs.V); forward FLOPs are twice the
+multiply-adds, and training (forward + backward) is 3x forward. Embedding gathers, layer norm,
+softmax and the optimizer are not counted. The peak is the best of a few large matmuls
+(4096 x 4096) on one device with the same thread settings, measured before and after the runs.
+
+Usage:
+  bash scripts/benchmark.sh                  # default plan, ~10 minutes on a 2-core CPU
+  python benchmarks/train_bench.py --plan=full --steps=5
+  python benchmarks/train_bench.py --plan=custom --configs=small --towers=1,2,4 --seqs=128 \
+    --precisions=fp32,bf16 --xla=off,on --reductions=shared,allreduce
+"""
+
+import argparse
+import collections
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, _REPO)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+import modeling
+import run_classifier_mgpu
+import tower_utils
+import training
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+_COMMON = {"hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+           "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
+           "vocab_size": 30522}
+MODEL_CONFIGS = {
+    "base": dict(_COMMON, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072),  # BERT-base
+    "minilm": dict(_COMMON, hidden_size=384, num_hidden_layers=12, num_attention_heads=12,
+                   intermediate_size=1536),  # MiniLM-L12-H384
+    "small": dict(_COMMON, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                  intermediate_size=1024),  # BERT-small (L4 H256)
+}
+_TOKENS_PER_TOWER_BATCH = 32 * 128  # seq 256 and 512 keep the tokens of 32 x 128
+
+Run = collections.namedtuple(
+    "Run", ["config", "seq", "batch_per_tower", "towers", "precision", "xla", "reduction",
+            "accum"])
+Result = collections.namedtuple("Result", ["run", "examples_per_sec", "input_wait"])
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--plan", choices=["default", "full", "custom"], default="default",
+                 help="default: one factor at a time around a baseline, plus the HF "
+                 "comparison (~10 min on 2 cores); full: every combination of the lists below; "
+                 "custom: like full but only the lists given.")
+  p.add_argument("--configs", default="small", help="Model configs for the table: " +
+                 ", ".join(sorted(MODEL_CONFIGS)))
+  p.add_argument("--towers", default="1,2,4", help="Tower counts.")
+  p.add_argument("--seqs", default="128,256,512", help="Sequence lengths.")
+  p.add_argument("--precisions", default="fp32,bf16,fp16", help="fp32, bf16, fp16.")
+  p.add_argument("--xla", default="off,on", help="XLA settings: off, on.")
+  p.add_argument("--reductions", default="shared,allreduce", help="Gradient reductions.")
+  p.add_argument("--global_batch", type=int, default=32,
+                 help="Global batch at seq 128, split over the towers (strong scaling); longer "
+                 "sequences keep the number of tokens.")
+  p.add_argument("--batch_per_tower", type=int, default=0,
+                 help="full/custom plans: if set, every tower gets this many rows at seq 128 "
+                 "(weak scaling, as for GPUs) instead of a share of --global_batch.")
+  p.add_argument("--steps", type=int, default=3, help="Timed updates per round.")
+  p.add_argument("--rounds", type=int, default=3, help="Timed rounds per run; the best counts.")
+  p.add_argument("--interleave", type=int, default=6,
+                 help="Runs built at once and timed round by round in turn (memory: one "
+                 "model, its Adam slots and activations per run).")
+  p.add_argument("--warmup", type=int, default=2, help="Untimed updates per run.")
+  p.add_argument("--hf_configs", default="base,minilm",
+                 help="Configs for the Hugging Face comparison at seq 128 ('' to skip).")
+  p.add_argument("--hf_batch", type=int, default=8, help="Batch of the HF comparison.")
+  p.add_argument("--hf_python", default=os.environ.get("HF_PYTHON", sys.executable),
+                 help="Python with torch and transformers (default: $HF_PYTHON or this one).")
+  p.add_argument("--threads", type=int, default=os.cpu_count(),
+                 help="Compute threads for both frameworks: TF intra_op_parallelism_threads "
+                 "and torch.set_num_threads.")
+  p.add_argument("--inter_op_threads", type=int, default=2,
+                 help="TF inter_op_parallelism_threads (ops, e.g. towers, run concurrently); "
+                 "torch runs eagerly with 1 inter-op thread.")
+  p.add_argument("--json_out", default=None, help="Also write the results as JSON here.")
+  return p.parse_args(argv)
+
+
+def _list(text, kind=str):
+  return [kind(x) for x in text.split(",") if x]
+
+
+def default_plan(args):
+  """One factor at a time around the baseline (1 tower, seq 128, fp32, XLA off, shared)."""
+  config = _list(args.configs)[0]
+  base = Run(config, 128, args.global_batch, 1, "fp32", False, "shared", 1)
+  runs = [base]
+  for towers in (2, 4):
+    for reduction in ("shared", "allreduce"):
+      runs.append(base._replace(towers=towers, batch_per_tower=args.global_batch // towers,
+                                reduction=reduction))
+  runs.append(base._replace(batch_per_tower=args.global_batch // 4, accum=4))
+  for seq in (256, 512):
+    runs.append(base._replace(seq=seq, batch_per_tower=_TOKENS_PER_TOWER_BATCH // seq))
+  for precision in ("bf16", "fp16"):
+    runs.append(base._replace(precision=precision))
+  runs.append(base._replace(xla=True))
+  runs.append(base._replace(xla=True, precision="bf16"))
+  return runs
+
+
+def full_plan(args):
+  """Every combination of the given lists (reduction only varies with more than one tower)."""
+  runs = []
+  for config, towers, seq, precision, xla, reduction in itertools.product(
+      _list(args.configs), _list(args.towers, int), _list(args.seqs, int),
+      _list(args.precisions), [x == "on" for x in _list(args.xla)], _list(args.reductions)):
+    if towers == 1 and reduction != "shared":
+      continue
+    if args.batch_per_tower:
+      per_tower = args.batch_per_tower * 128 // seq
+    else:
+      per_tower = args.global_batch * 128 // seq // towers
+    runs.append(Run(config, seq, max(1, per_tower), towers, precision, xla, reduction, 1))
+  return runs
+
+
+def bert_config(name):
+  return modeling.BertConfig(**MODEL_CONFIGS[name])
+
+
+def train_flops_per_example(config, seq):
+  """Forward + backward FLOPs of BERT (+ pooler) on one example of `seq` tokens (see above)."""
+  h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+  macs_per_token = layers * (4 * h * h + 2 * h * i + 2 * seq * h)
+  macs = macs_per_token * seq + h * h  # + the pooler on [CLS]
+  return 3 * 2 * macs
+
+
+def synthetic_batch(config, seq, rows, seed=0):
+  """A fixed classification batch: dict name -> int32 array [rows, ...]."""
+  rng = np.random.RandomState(seed)
+  return {"input_ids": rng.randint(1, config.vocab_size, (rows, seq)).astype(np.int32),
+          "input_mask": np.ones((rows, seq), np.int32),
+          "segment_ids": np.zeros((rows, seq), np.int32),
+          "label_ids": rng.randint(0, 2, (rows,)).astype(np.int32)}
+
+
+class TfRun(object):
+  """One configuration's training graph and Session, ready to time rounds of updates."""
+
+  def __init__(self, run, args):
+    self.run = run
+    config = bert_config(run.config)
+    spec = training.TrainSpec(
+        output_dir=None, n_towers=run.towers, batch_size_per_tower=run.batch_per_tower,
+        num_train_steps=10 ** 6, num_warmup_steps=0, learning_rate=1e-5, init_checkpoint=None,
+        save_checkpoints_steps=10 ** 6, log_every_n_steps=10 ** 6, keep_checkpoint_max=1,
+        seed=1, precision=run.precision, use_xla=run.xla, reduction=run.reduction,
+        grad_accum_steps=run.accum)
+    micro_batch = run.batch_per_tower * run.towers
+    self.global_batch = micro_batch * run.accum
+    self._graph = tf.Graph()
+    with self._graph.as_default():
+      tf.set_random_seed(1)
+      with tf.device("/cpu:0"):
+        dataset = tf.data.Dataset.from_tensors(synthetic_batch(config, run.seq, micro_batch))
+        dataset = training.stamp_ready_time(dataset.repeat())
+        features = tf.data.make_one_shot_iterator(dataset).get_next()
+      self._train_graph = training.build_train_graph(
+          run_classifier_mgpu.make_tower_fn(config, 2, is_training=True), features, spec)
+      init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
+    self._sess = tf.Session(graph=self._graph, config=tower_utils.session_config(
+        run.towers, run.xla, args.threads, args.inter_op_threads))
+    self._sess.run(init_op)
+    self._sess.run(self._train_graph.sync_op)
+    for _ in range(args.warmup):
+      self._update()
+
+  def _update(self):
+    """Runs one update; returns the seconds it waited for input."""
+    return training.run_update(self._sess, self._train_graph, self.run.accum,
+                               {"step": self._train_graph.train_op})[2]
+
+  def time_round(self, steps):
+    """(seconds, seconds waiting for input) of `steps` updates."""
+    start = time.time()
+    waited = sum(self._update() for _ in range(steps))
+    return time.time() - start, waited
+
+  def close(self):
+    self._sess.close()
+
+
+def measure_tf(runs, args):
+  """Results of `runs`, timed in interleaved rounds (at most --interleave Sessions at once).
+
+  Interleaving puts every run of a group under the same machine conditions in each round, so
+  their ratios are fair even when other processes come and go.
+  """
+  results = []
+  for start in range(0, len(runs), args.interleave):
+    group = [TfRun(run, args) for run in runs[start:start + args.interleave]]
+    best = [None] * len(group)
+    for _ in range(args.rounds):
+      for i, tf_run in enumerate(group):
+        timing = tf_run.time_round(args.steps)
+        if best[i] is None or timing[0] < best[i][0]:
+          best[i] = timing
+    for tf_run, (elapsed, waited) in zip(group, best):
+      tf_run.close()
+      results.append(Result(tf_run.run, args.steps * tf_run.global_batch / elapsed,
+                            waited / elapsed))
+      print("  %s: %.2f examples/sec" % (dict(tf_run.run._asdict()),
+                                         results[-1].examples_per_sec), flush=True)
+  return results
+
+
+def measure_peak(dtype, threads, size=4096, repeats=4):
+  """Best GFLOP/s of a size x size matmul in `dtype` on one device (TF, `threads` threads)."""
+  with tf.Graph().as_default():
+    a = tf.Variable(tf.random.normal([size, size]))
+    b = tf.Variable(tf.random.normal([size, size]))
+    product = tf.matmul(tf.cast(a, dtype), tf.cast(b, dtype))
+    # Fetch one element so the timing is the matmul, not a copy of the result.
+    probe = product[0, 0]
+    config = tf.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=1)
+    with tf.Session(config=config) as sess:
+      sess.run(tf.global_variables_initializer())
+      sess.run(probe)
+      best = float("inf")
+      for _ in range(repeats):
+        start = time.time()
+        sess.run(probe)
+        best = min(best, time.time() - start)
+  return 2.0 * size ** 3 / best / 1e9
+
+
+def measure_peaks(threads):
+  """dict precision name -> measured matmul GFLOP/s."""
+  return {name: measure_peak(dtype, threads)
+          for name, dtype in (("fp32", tf.float32), ("bf16", tf.bfloat16), ("fp16", tf.float16))}
+
+
+def measure_hf(config_name, seq, batch, args):
+  """examples/sec of Hugging Face transformers on the same config and batch, or None."""
+  cmd = [args.hf_python, os.path.join(_REPO, "benchmarks", "hf_bench.py"),
+         "--config_json=%s" % json.dumps(MODEL_CONFIGS[config_name]), "--seq=%d" % seq,
+         "--batch=%d" % batch, "--steps=%d" % args.steps, "--rounds=%d" % args.rounds,
+         "--warmup=%d" % args.warmup, "--threads=%d" % args.threads]
+  proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  if proc.returncode != 0:
+    print("HF transformers run failed (%s): %s" % (" ".join(cmd[:2]), proc.stderr.strip()[-300:]))
+    return None
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def hf_available(python):
+  proc = subprocess.run([python, "-c", "import torch, transformers"], capture_output=True,
+                        check=False)
+  return proc.returncode == 0
+
+
+def format_table(results, peak_gflops):
+  """The results as a fixed-width text table."""
+  header = ("config", "seq", "towers", "batch", "accum", "prec", "xla", "reduction", "ex/s",
+            "TFLOP/s", "%peak", "wait")
+  rows = [header]
+  for r in results:
+    run = r.run
+    tflops = train_flops_per_example(bert_config(run.config), run.seq) * r.examples_per_sec / 1e12
+    rows.append((run.config, str(run.seq), str(run.towers),
+                 str(run.batch_per_tower * run.towers * run.accum), str(run.accum), run.precision,
+                 "on" if run.xla else "off", run.reduction if run.towers > 1 else "-",
+                 "%.2f" % r.examples_per_sec, "%.3f" % tflops,
+                 "%.1f%%" % (100.0 * tflops * 1e3 / peak_gflops), "%.0f%%" % (100 * r.input_wait)))
+  widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+  return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows)
+
+
+def find(results, **fields):
+  """examples/sec of the result whose run matches `fields`, or None."""
+  for r in results:
+    if all(getattr(r.run, k) == v for k, v in fields.items()):
+      return r.examples_per_sec
+  return None
+
+
+def checks(results, args):
+  """(claim, ratio, threshold) triples computable from `results`."""
+  config = _list(args.configs)[0]
+  base = dict(config=config, seq=128, precision="fp32", xla=False)
+  one = find(results, towers=1, accum=1, **base)
+  out = []
+  for reduction in ("shared", "allreduce"):
+    four = find(results, towers=4, accum=1, reduction=reduction, **base)
+    if one and four:
+      out.append(("4 towers (%s) / 1 tower, global batch %d, %s" %
+                  (reduction, args.global_batch, config), four / one, 0.95))
+  accum = find(results, towers=1, accum=4, **base)
+  if one and accum:
+    out.append(("accumulation 4 x %d / one batch of %d, %s" %
+                (args.global_batch // 4, args.global_batch, config), accum / one, 0.95))
+  return out
+
+
+def run_hf_comparison(args):
+  """(table text, checks) of ours vs HF on --hf_configs at seq 128, batch --hf_batch."""
+  names = _list(args.hf_configs)
+  if not names:
+    return "", []
+  if not hf_available(args.hf_python):
+    return ("HF transformers: torch/transformers not importable by %s; pip install -r "
+            "requirements-bench.txt (or set HF_PYTHON)" % args.hf_python), []
+  lines, out = [], []
+  for name in names:
+    ours = measure_tf([Run(name, 128, args.hf_batch, 1, "fp32", xla, "shared", 1)
+                       for xla in (False, True)], args)
+    hf = measure_hf(name, 128, args.hf_batch, args)
+    if hf is None:
+      continue
+    best = max(ours, key=lambda r: r.examples_per_sec)
+    lines.append("%-7s seq 128 batch %d fp32: bert-mgpu %.2f ex/s (XLA off) / %.2f ex/s (XLA "
+                 "on); HF transformers %.2f ex/s (torch %s, transformers %s, attention %s, %d "
+                 "threads)" % (name, args.hf_batch, ours[0].examples_per_sec,
+                               ours[1].examples_per_sec, hf["examples_per_sec"], hf["torch"],
+                               hf["transformers"], hf["attention"], hf["threads"]))
+    out.append(("bert-mgpu (XLA %s) / HF transformers, %s seq 128" %
+                ("on" if best.run.xla else "off", name),
+                best.examples_per_sec / hf["examples_per_sec"], 1.0))
+  return "\n".join(lines), out
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  logging.set_verbosity(logging.WARNING)
+  tf.disable_v2_behavior()
+  peaks = measure_peaks(args.threads)
+  plan = default_plan(args) if args.plan == "default" else full_plan(args)
+  results = measure_tf(plan, args)
+  hf_text, hf_checks = run_hf_comparison(args)
+  # Measured again at the end: the better of the two is the less disturbed.
+  peaks = {name: max(value, measure_peaks(args.threads)[name]) for name, value in peaks.items()}
+
+  print()
+  print("Machine: %d cores; TF %s; threads: TF intra_op %d, inter_op %d; torch %d; oneDNN %s" %
+        (os.cpu_count(), tf.__version__, args.threads, args.inter_op_threads, args.threads,
+         os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)")))
+  print("Measured matmul peak (4096^3, one device): fp32 %.1f GFLOP/s, bf16 %.1f, fp16 %.1f; "
+        "%%peak is of fp32" % (peaks["fp32"], peaks["bf16"], peaks["fp16"]))
+  print(format_table(results, peaks["fp32"]))
+  if hf_text:
+    print()
+    print(hf_text)
+  print()
+  print("Checks:")
+  for claim, ratio, threshold in checks(results, args) + hf_checks:
+    print("  %-70s %.3f  (>= %.2f: %s)" % (claim, ratio, threshold,
+                                          "yes" if ratio >= threshold else "NO"))
+  if args.json_out:
+    with open(args.json_out, "w") as f:
+      json.dump({"peaks_gflops": peaks,
+                 "results": [dict(r.run._asdict(), examples_per_sec=r.examples_per_sec,
+                                  input_wait=r.input_wait) for r in results]}, f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
