@@ -14,3 +14,14 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 tf.disable_v2_behavior()
+
+import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+
+
+@pytest.fixture(autouse=True)
+def _absl_info_logging():
+  """Every test starts with absl at INFO: scripts' main() calls (run in-process by some tests)
+  change the verbosity, and log-reading tests must not depend on which test ran before."""
+  absl_logging.set_verbosity(absl_logging.INFO)
+  yield
