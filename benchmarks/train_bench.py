@@ -86,8 +86,8 @@ def parse_args(argv=None):
   p.add_argument("--batch_per_tower", type=int, default=0,
                  help="full/custom plans: if set, every tower gets this many rows at seq 128 "
                  "(weak scaling, as for GPUs) instead of a share of --global_batch.")
-  p.add_argument("--steps", type=int, default=3, help="Timed updates per round.")
-  p.add_argument("--rounds", type=int, default=3, help="Timed rounds per run; the best counts.")
+  p.add_argument("--steps", type=int, default=2, help="Timed updates per round.")
+  p.add_argument("--rounds", type=int, default=6, help="Timed rounds per run; the best counts.")
   p.add_argument("--interleave", type=int, default=6,
                  help="Runs built at once and timed round by round in turn (memory: one "
                  "model, its Adam slots and activations per run).")
