@@ -47,11 +47,13 @@ name>`. Only replica 0 is saved (`saveable_variables`); after initialization, `i
 restore, `replica_sync_op` copies replica 0 into the other replicas, so all copies start
 identical.
 
-Gradient accumulation (`accum_steps` = K > 1). Each device keeps one float32 accumulator per
-variable (local variables, never saved). The first K-1 micro-batches of an update only run
-`accumulate_ops` (the first assigns, the others add: no device-to-device traffic); the K-th
-micro-batch's gradients are added to the accumulators and only then reduced across devices, once
-per effective batch of `train_batch_size * n_gpus * K` rows. The reduced gradient is scaled by
+Gradient accumulation (`accum_steps` = K > 1). Each device keeps float32 accumulators (local
+variables, never saved): one of the variable's shape per dense gradient, and for a sparse
+(embedding) gradient the rows of K-1 micro-batches, so an update never touches the whole table.
+The first K-1 micro-batches of an update only run `accumulate_ops` (the first overwrites, the
+others add: no device-to-device traffic); the K-th micro-batch's gradients are added to the
+accumulators and only then reduced across devices, once per effective batch of
+`train_batch_size * n_gpus * K` rows. The reduced gradient is scaled by
 1/(n_towers * K), so it equals the gradient of the mean loss over the effective batch.
 
 Loss scaling (`loss_scale`, for float16): each tower differentiates loss * loss_scale, and the
