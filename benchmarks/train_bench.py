@@ -101,8 +101,8 @@ def parse_args(argv=None):
                  help="Compute threads for both frameworks: TF intra_op_parallelism_threads "
                  "and torch.set_num_threads.")
   p.add_argument("--inter_op_threads", type=int, default=2,
-                 help="TF inter_op_parallelism_threads (ops, e.g. towers, run concurrently); "
-                 "torch runs eagerly with 1 inter-op thread.")
+                 help="TF inter_op_parallelism_threads (ops, e.g. towers, run concurrently) and "
+                 "torch.set_num_interop_threads (unused by eager PyTorch training).")
   p.add_argument("--json_out", default=None, help="Also write the results as JSON here.")
   return p.parse_args(argv)
 
@@ -268,7 +268,8 @@ def measure_hf(config_name, seq, batch, args):
   cmd = [args.hf_python, os.path.join(_REPO, "benchmarks", "hf_bench.py"),
          "--config_json=%s" % json.dumps(MODEL_CONFIGS[config_name]), "--seq=%d" % seq,
          "--batch=%d" % batch, "--steps=%d" % args.steps, "--rounds=%d" % args.rounds,
-         "--warmup=%d" % args.warmup, "--threads=%d" % args.threads]
+         "--warmup=%d" % args.warmup, "--threads=%d" % args.threads,
+         "--interop_threads=%d" % args.inter_op_threads]
   proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
   if proc.returncode != 0:
     print("HF transformers run failed (%s): %s" % (" ".join(cmd[:2]), proc.stderr.strip()[-300:]))
@@ -364,9 +365,9 @@ def main(argv=None):
   peaks = {name: max(value, measure_peaks(args.threads)[name]) for name, value in peaks.items()}
 
   print()
-  print("Machine: %d cores; TF %s; threads: TF intra_op %d, inter_op %d; torch %d; oneDNN %s" %
-        (os.cpu_count(), tf.__version__, args.threads, args.inter_op_threads, args.threads,
-         os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)")))
+  print("Machine: %d cores; TF %s; threads for TF and torch alike: intra-op %d, inter-op %d; "
+        "oneDNN %s" % (os.cpu_count(), tf.__version__, args.threads, args.inter_op_threads,
+                       os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)")))
   print("Measured matmul peak (4096^3, one device): fp32 %.1f GFLOP/s, bf16 %.1f, fp16 %.1f; "
         "%%peak is of fp32" % (peaks["fp32"], peaks["bf16"], peaks["fp16"]))
   print(format_table(results, peaks["fp32"]))
