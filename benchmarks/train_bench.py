@@ -8,9 +8,10 @@ Each run trains the classifier of run_classifier_mgpu.py (BERT + pooled softmax,
 through training.build_train_graph (the graph every run script trains with: towers, reduction,
 clipping, AdamW) on a fixed synthetic batch fed through a tf.data iterator, with global
 batch = batch per tower x towers x accumulation steps. Timing starts after warm-up updates (graph
-optimization, XLA compilation); a run's figure is its best of --rounds rounds of --steps updates,
-because other processes on the machine only ever slow a round down (the Hugging Face side is
-measured the same way).
+optimization, XLA compilation). Every update is timed on its own, over --rounds rounds of
+--steps updates, and a run's figure is the mean of its faster half of updates: other processes
+on the machine only ever slow an update down, and the mean of the faster half is steadier than
+the single best (the Hugging Face side is measured the same way, step by step).
 
 FLOPs. Per token, a BERT layer does 4*H*H (Q, K, V, output) + 2*H*I (feed-forward) multiply-adds
 in dense matmuls and 2*S*H in attention (Q.K^T and probs.V); forward FLOPs are twice the
@@ -87,7 +88,9 @@ def parse_args(argv=None):
                  help="full/custom plans: if set, every tower gets this many rows at seq 128 "
                  "(weak scaling, as for GPUs) instead of a share of --global_batch.")
   p.add_argument("--steps", type=int, default=2, help="Timed updates per round.")
-  p.add_argument("--rounds", type=int, default=6, help="Timed rounds per run; the best counts.")
+  p.add_argument("--rounds", type=int, default=6,
+                 help="Timed rounds per run; the mean of the faster half of all timed updates "
+                 "counts.")
   p.add_argument("--interleave", type=int, default=6,
                  help="Runs built at once and timed round by round in turn (memory: one "
                  "model, its Adam slots and activations per run).")
@@ -203,11 +206,14 @@ class TfRun(object):
     return training.run_update(self._sess, self._train_graph, self.run.accum,
                                {"step": self._train_graph.train_op})[2]
 
-  def time_round(self, steps):
-    """(seconds, seconds waiting for input) of `steps` updates."""
-    start = time.time()
-    waited = sum(self._update() for _ in range(steps))
-    return time.time() - start, waited
+  def time_updates(self, steps):
+    """[(seconds, seconds waiting for input)] of each of `steps` updates."""
+    timings = []
+    for _ in range(steps):
+      start = time.time()
+      waited = self._update()
+      timings.append((time.time() - start, waited))
+    return timings
 
   def close(self):
     self._sess.close()
@@ -222,19 +228,24 @@ def measure_tf(runs, args):
   results = []
   for start in range(0, len(runs), args.interleave):
     group = [TfRun(run, args) for run in runs[start:start + args.interleave]]
-    best = [None] * len(group)
+    timings = [[] for _ in group]
     for _ in range(args.rounds):
       for i, tf_run in enumerate(group):
-        timing = tf_run.time_round(args.steps)
-        if best[i] is None or timing[0] < best[i][0]:
-          best[i] = timing
-    for tf_run, (elapsed, waited) in zip(group, best):
+        timings[i].extend(tf_run.time_updates(args.steps))
+    for tf_run, run_timings in zip(group, timings):
       tf_run.close()
-      results.append(Result(tf_run.run, args.steps * tf_run.global_batch / elapsed,
-                            waited / elapsed))
+      fast = faster_half(run_timings)
+      elapsed = sum(seconds for seconds, _ in fast)
+      results.append(Result(tf_run.run, len(fast) * tf_run.global_batch / elapsed,
+                            sum(waited for _, waited in fast) / elapsed))
       print("  %s: %.2f examples/sec" % (dict(tf_run.run._asdict()),
                                          results[-1].examples_per_sec), flush=True)
   return results
+
+
+def faster_half(timings):
+  """The faster half (rounded up) of a list of (seconds, ...) tuples."""
+  return sorted(timings)[:(len(timings) + 1) // 2]
 
 
 def measure_peak(dtype, threads, size=4096, repeats=4):
