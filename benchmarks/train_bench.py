@@ -87,8 +87,8 @@ def parse_args(argv=None):
   p.add_argument("--batch_per_tower", type=int, default=0,
                  help="full/custom plans: if set, every tower gets this many rows at seq 128 "
                  "(weak scaling, as for GPUs) instead of a share of --global_batch.")
-  p.add_argument("--steps", type=int, default=2, help="Timed updates per round.")
-  p.add_argument("--rounds", type=int, default=6,
+  p.add_argument("--steps", type=int, default=1, help="Timed updates per round.")
+  p.add_argument("--rounds", type=int, default=16,
                  help="Timed rounds per run; the mean of the faster half of all timed updates "
                  "counts.")
   p.add_argument("--interleave", type=int, default=6,
