@@ -20,10 +20,14 @@ softmax and the optimizer are not counted. The peak is the best of a few large m
 (4096 x 4096) on one device with the same thread settings, measured before and after the runs.
 
 Usage:
-  bash scripts/benchmark.sh                  # default plan, ~10 minutes on a 2-core CPU
+  bash scripts/benchmark.sh                  # default plan, ~25 minutes on a 2-core CPU
   python benchmarks/train_bench.py --plan=full --steps=5
   python benchmarks/train_bench.py --plan=custom --configs=small --towers=1,2,4 --seqs=128 \
     --precisions=fp32,bf16 --xla=off,on --reductions=shared,allreduce
+  # 8 GPUs, BERT-base, 64 rows per GPU (weak scaling), one run at a time (GPU memory):
+  CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 bash scripts/benchmark.sh --plan=custom --configs=base \
+    --towers=1,8 --seqs=128 --precisions=fp16 --xla=on --reductions=shared,allreduce \
+    --batch_per_tower=64 --interleave=1 --hf_configs=
 """
 
 import argparse
@@ -71,16 +75,22 @@ Result = collections.namedtuple("Result", ["run", "examples_per_sec", "input_wai
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--plan", choices=["default", "full", "custom"], default="default",
-                 help="default: one factor at a time around a baseline, plus the HF "
-                 "comparison (~10 min on 2 cores); full: every combination of the lists below; "
+                 help="default: the towers/accumulation comparison of each --scaling_configs, "
+                 "one factor at a time around a baseline, and the HF comparison (~25 min on 2 "
+                 "cores); full: every combination of the lists below; "
                  "custom: like full but only the lists given.")
   p.add_argument("--configs", default="small", help="Model configs for the table: " +
                  ", ".join(sorted(MODEL_CONFIGS)))
+  p.add_argument("--scaling_configs", default="small,minilm",
+                 help="default plan: configs of the towers/accumulation comparison (1 tower, 2 "
+                 "and 4 towers in both reductions, 4 x accumulation, same global batch).")
   p.add_argument("--towers", default="1,2,4", help="Tower counts.")
   p.add_argument("--seqs", default="128,256,512", help="Sequence lengths.")
   p.add_argument("--precisions", default="fp32,bf16,fp16", help="fp32, bf16, fp16.")
   p.add_argument("--xla", default="off,on", help="XLA settings: off, on.")
   p.add_argument("--reductions", default="shared,allreduce", help="Gradient reductions.")
+  p.add_argument("--accum_steps", default="1",
+                 help="full/custom plans: gradient accumulation steps (micro-batches per update).")
   p.add_argument("--global_batch", type=int, default=32,
                  help="Global batch at seq 128, split over the towers (strong scaling); longer "
                  "sequences keep the number of tokens.")
@@ -114,16 +124,29 @@ def _list(text, kind=str):
   return [kind(x) for x in text.split(",") if x]
 
 
-def default_plan(args):
-  """One factor at a time around the baseline (1 tower, seq 128, fp32, XLA off, shared)."""
-  config = _list(args.configs)[0]
-  base = Run(config, 128, args.global_batch, 1, "fp32", False, "shared", 1)
+def scaling_group(config, global_batch):
+  """1 tower, 2 and 4 towers in both reductions, and 4 x accumulation, at one global batch."""
+  base = Run(config, 128, global_batch, 1, "fp32", False, "shared", 1)
   runs = [base]
   for towers in (2, 4):
     for reduction in ("shared", "allreduce"):
-      runs.append(base._replace(towers=towers, batch_per_tower=args.global_batch // towers,
+      runs.append(base._replace(towers=towers, batch_per_tower=global_batch // towers,
                                 reduction=reduction))
-  runs.append(base._replace(batch_per_tower=args.global_batch // 4, accum=4))
+  runs.append(base._replace(batch_per_tower=global_batch // 4, accum=4))
+  return runs
+
+
+def default_plan(args):
+  """The scaling group of each --scaling_configs, then one factor at a time around the baseline.
+
+  The baseline is the first of --configs at 1 tower, seq 128, fp32, XLA off.
+  """
+  runs = []
+  for config in _list(args.scaling_configs):
+    runs.extend(scaling_group(config, args.global_batch))
+  base = Run(_list(args.configs)[0], 128, args.global_batch, 1, "fp32", False, "shared", 1)
+  if base not in runs:
+    runs.append(base)
   for seq in (256, 512):
     runs.append(base._replace(seq=seq, batch_per_tower=_TOKENS_PER_TOWER_BATCH // seq))
   for precision in ("bf16", "fp16"):
@@ -136,16 +159,17 @@ def default_plan(args):
 def full_plan(args):
   """Every combination of the given lists (reduction only varies with more than one tower)."""
   runs = []
-  for config, towers, seq, precision, xla, reduction in itertools.product(
+  for config, towers, seq, precision, xla, reduction, accum in itertools.product(
       _list(args.configs), _list(args.towers, int), _list(args.seqs, int),
-      _list(args.precisions), [x == "on" for x in _list(args.xla)], _list(args.reductions)):
+      _list(args.precisions), [x == "on" for x in _list(args.xla)], _list(args.reductions),
+      _list(args.accum_steps, int)):
     if towers == 1 and reduction != "shared":
       continue
     if args.batch_per_tower:
       per_tower = args.batch_per_tower * 128 // seq
     else:
       per_tower = args.global_batch * 128 // seq // towers
-    runs.append(Run(config, seq, max(1, per_tower), towers, precision, xla, reduction, 1))
+    runs.append(Run(config, seq, max(1, per_tower), towers, precision, xla, reduction, accum))
   return runs
 
 
@@ -294,8 +318,9 @@ def hf_available(python):
   return proc.returncode == 0
 
 
-def format_table(results, peak_gflops):
-  """The results as a fixed-width text table."""
+def format_table(results, peaks):
+  """The results as a fixed-width text table; %peak is of the measured peak of the run's precision
+  (dict precision name -> GFLOP/s): fp16 runs on a GPU are measured against tensor-core fp16."""
   header = ("config", "seq", "towers", "batch", "accum", "prec", "xla", "reduction", "ex/s",
             "TFLOP/s", "%peak", "wait")
   rows = [header]
@@ -306,7 +331,7 @@ def format_table(results, peak_gflops):
                  str(run.batch_per_tower * run.towers * run.accum), str(run.accum), run.precision,
                  "on" if run.xla else "off", run.reduction if run.towers > 1 else "-",
                  "%.2f" % r.examples_per_sec, "%.3f" % tflops,
-                 "%.1f%%" % (100.0 * tflops * 1e3 / peak_gflops), "%.0f%%" % (100 * r.input_wait)))
+                 "%.1f%%" % (100.0 * tflops * 1e3 / peaks[run.precision]), "%.0f%%" % (100 * r.input_wait)))
   widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
   return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows)
 
@@ -320,21 +345,45 @@ def find(results, **fields):
 
 
 def checks(results, args):
-  """(claim, ratio, threshold) triples computable from `results`."""
-  config = _list(args.configs)[0]
-  base = dict(config=config, seq=128, precision="fp32", xla=False)
-  one = find(results, towers=1, accum=1, **base)
+  """(claim, ratio, threshold or None) triples computable from `results`."""
   out = []
-  for reduction in ("shared", "allreduce"):
-    four = find(results, towers=4, accum=1, reduction=reduction, **base)
-    if one and four:
-      out.append(("4 towers (%s) / 1 tower, global batch %d, %s" %
-                  (reduction, args.global_batch, config), four / one, 0.95))
-  accum = find(results, towers=1, accum=4, **base)
-  if one and accum:
-    out.append(("accumulation 4 x %d / one batch of %d, %s" %
-                (args.global_batch // 4, args.global_batch, config), accum / one, 0.95))
+  configs = _list(args.scaling_configs) if args.plan == "default" else _list(args.configs)
+  for config in configs:
+    base = dict(config=config, seq=128, precision="fp32", xla=False)
+    one = find(results, towers=1, accum=1, **base)
+    # The claim is for the default reduction. allreduce is printed for information: on one CPU
+    # its replicas' optimizer updates (one per tower) share the same cores, on GPUs they run in
+    # parallel, one per card.
+    for reduction, threshold in (("shared", 0.95), ("allreduce", None)):
+      four = find(results, towers=4, accum=1, reduction=reduction, **base)
+      if one and four:
+        out.append(("4 towers (%s) / 1 tower, global batch %d, %s" %
+                    (reduction, args.global_batch, config), four / one, threshold))
+    accum = find(results, towers=1, accum=4, **base)
+    if one and accum:
+      out.append(("accumulation 4 x %d / one batch of %d, %s" %
+                  (args.global_batch // 4, args.global_batch, config), accum / one, 0.95))
   return out
+
+
+def speedups(results):
+  """Lines 'N towers / 1 tower' for every multi-tower run that has a 1-tower twin (same rows
+  per tower and accumulation: weak scaling).
+
+  Linear scaling is a speed-up of N; on one CPU, where the towers share the cores, it is 1.0.
+  """
+  lines = []
+  for r in results:
+    run = r.run
+    if run.towers == 1:
+      continue
+    one = find(results, config=run.config, seq=run.seq, precision=run.precision, xla=run.xla,
+               towers=1, accum=run.accum, batch_per_tower=run.batch_per_tower)
+    if one:
+      lines.append("  %s seq %d %s XLA %s, accum %d: %d towers (%s) x %d rows / 1 tower: %.2fx"
+                   % (run.config, run.seq, run.precision, "on" if run.xla else "off", run.accum,
+                      run.towers, run.reduction, run.batch_per_tower, r.examples_per_sec / one))
+  return lines
 
 
 def run_hf_comparison(args):
@@ -380,16 +429,26 @@ def main(argv=None):
         "oneDNN %s" % (os.cpu_count(), tf.__version__, args.threads, args.inter_op_threads,
                        os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)")))
   print("Measured matmul peak (4096^3, one device): fp32 %.1f GFLOP/s, bf16 %.1f, fp16 %.1f; "
-        "%%peak is of fp32" % (peaks["fp32"], peaks["bf16"], peaks["fp16"]))
-  print(format_table(results, peaks["fp32"]))
+        "%%peak is of the run's precision" % (peaks["fp32"], peaks["bf16"], peaks["fp16"]))
+  print(format_table(results, peaks))
   if hf_text:
     print()
     print(hf_text)
   print()
+  print("Speed-up over 1 tower with the same rows per tower (weak scaling; linear = N):")
+  print("\n".join(speedups(results)) or "  (no such pairs in this plan; the checks below compare "
+        "runs of the same global batch)")
+  print()
   print("Checks:")
-  for claim, ratio, threshold in checks(results, args) + hf_checks:
-    print("  %-70s %.3f  (>= %.2f: %s)" % (claim, ratio, threshold,
-                                          "yes" if ratio >= threshold else "NO"))
+  all_checks = checks(results, args) + hf_checks
+  if not all_checks:
+    print("  (none: the checks need the default plan's runs or the HF comparison)")
+  for claim, ratio, threshold in all_checks:
+    if threshold is None:
+      print("  %-70s %.3f  (for information)" % (claim, ratio))
+    else:
+      print("  %-70s %.3f  (>= %.2f: %s)" % (claim, ratio, threshold,
+                                            "yes" if ratio >= threshold else "NO"))
   if args.json_out:
     with open(args.json_out, "w") as f:
       json.dump({"peaks_gflops": peaks,
