@@ -5,6 +5,7 @@ idempotent, so several scripts can be imported into one process (as the tests do
 """
 
 from absl import flags
+from absl import logging
 
 import cli
 
@@ -208,6 +209,13 @@ def global_batch_size():
   of the effective batch.
   """
   return FLAGS.train_batch_size * FLAGS.n_gpus * FLAGS.grad_accum_steps
+
+
+def log_training_plan(num_examples, num_train_steps):
+  """Logs the examples, the effective batch and its factors, and the number of updates."""
+  logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d "
+               "accumulation steps), %d steps *****", num_examples, global_batch_size(),
+               FLAGS.train_batch_size, FLAGS.n_gpus, FLAGS.grad_accum_steps, num_train_steps)
 
 
 def require_output_dir():

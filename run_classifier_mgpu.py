@@ -186,12 +186,9 @@ def main(_):
     if FLAGS.do_eval:
       dev_examples = processor.get_dev_examples(FLAGS.data_dir)
       features_file("dev", dev_examples, source("dev"), label_list)
-    global_batch = common_flags.global_batch_size()
     num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(train_examples))
     train_file = features_file("train", train_examples, source("train"), label_list)
-    logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d "
-                 "accumulation steps), %d steps *****", len(train_examples), global_batch,
-                 FLAGS.train_batch_size, FLAGS.n_gpus, FLAGS.grad_accum_steps, num_train_steps)
+    common_flags.log_training_plan(len(train_examples), num_train_steps)
     training.train(make_tower_fn(bert_config, len(label_list), is_training=True),
                    make_input_fn(train_file, is_training=True),
                    common_flags.train_spec(num_train_steps, num_warmup_steps))

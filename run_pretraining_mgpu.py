@@ -77,7 +77,6 @@ flags.DEFINE_float("masked_lm_prob", 0.15,
 # Summed masked-LM weights of the whole global batch, spread over its rows, so that each tower
 # normalises its loss by its share of the global denominator (see add_loss_normalizer).
 LOSS_NORMALIZER = "masked_lm_normalizer"
-# Sub-folder of output_dir that receives the trained model in the layout of Google's releases.
 
 
 def resolve_input_files(spec, flag_name):

@@ -95,7 +95,6 @@ flags.DEFINE_integer("pretrain_dupe_factor", 2,
                      "Passes over the corpus with different random cuts and spans.")
 
 
-
 def make_input_fn(record_file, is_training):
   """input_fn(global_batch_size, seed) over packed rewrite records."""
 
@@ -129,14 +128,11 @@ class Pipeline(object):
 
   def train(self, record_file, num_examples):
     """Trains on packed records with training.train (towers, checkpoints, resume)."""
-    global_batch = common_flags.global_batch_size()
     num_train_steps, num_warmup_steps = common_flags.epoch_schedule(num_examples)
     if FLAGS.num_train_steps:
       num_train_steps = FLAGS.num_train_steps
       num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
-    logging.info("***** Training: %d examples, global batch %d (%d x %d towers), %d steps *****",
-                 num_examples, global_batch, FLAGS.train_batch_size, FLAGS.n_gpus,
-                 num_train_steps)
+    common_flags.log_training_plan(num_examples, num_train_steps)
     return training.train(
         rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length,
                                           FLAGS.n_gpus),
