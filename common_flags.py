@@ -4,6 +4,10 @@ Each script calls the `define_*` groups it needs, then its own script-specific f
 idempotent, so several scripts can be imported into one process (as the tests do).
 """
 
+import atexit
+import shutil
+import tempfile
+
 from absl import flags
 from absl import logging
 
@@ -71,6 +75,28 @@ def define_training_flags(default_learning_rate=5e-5):
           "TensorBoard summaries.")
   _define("integer", "random_seed", 12345, "Seed for shuffling and initialisation.")
   define_speed_flags()
+  define_cluster_flags()
+
+
+def define_cluster_flags():
+  """Multi-process training: which processes form the run (see parallel/cluster.py)."""
+  _define("string", "worker_hosts", None,
+          "Training on several machines: host:port of every process (one per machine, each "
+          "with --n_gpus towers), comma-separated, the same list everywhere; with "
+          "--task_index. Without it, TF_CONFIG (Kubernetes/Kubeflow, Vertex AI) or Slurm's srun "
+          "environment are used when set; with none of them the run is one process. The global "
+          "batch is train_batch_size * n_gpus * processes * grad_accum_steps.")
+  _define("integer", "task_index", None,
+          "With --worker_hosts: this process's position in the list. Task 0 is the chief: it "
+          "restores and writes checkpoints, summaries, eval_results.txt, predict.txt and "
+          "exports; the others write nothing into --output_dir.")
+  _define("integer", "worker_port", 2222,
+          "Slurm: the port each task's server listens on (plus SLURM_LOCALID when a node runs "
+          "several tasks).")
+  _define("float", "collective_timeout_s", 300.0,
+          "Several processes: how long one waits for the others, at start-up and in every "
+          "gradient all-reduce, before stopping with an error naming the one that did not "
+          "answer. Must exceed the slowest step, checkpoint save and start-up difference.")
 
 
 def define_speed_flags():
@@ -182,17 +208,43 @@ def load_config_and_tokenizer(need_tokenizer=True):
 
 
 def tower_flag_checks():
-  """Checks --n_gpus, the batch sizes and the speed flags; raises InputError naming the flag."""
-  cli.require_positive(FLAGS.n_gpus, "n_gpus")
+  """Checks the batch sizes, the speed and the cluster flags; raises InputError naming the flag."""
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-               "save_checkpoints_steps", "log_every_n_steps", "grad_accum_steps"):
+               "save_checkpoints_steps", "log_every_n_steps"):
     if name in FLAGS:
       cli.require_positive(getattr(FLAGS, name), name)
   if "use_fp16" in FLAGS and FLAGS.use_fp16 and FLAGS.use_bf16:
     raise cli.InputError("--use_fp16 and --use_bf16 exclude each other: choose one")
-  if "allreduce_pack_mb" in FLAGS and not FLAGS.allreduce_pack_mb > 0:
-    raise cli.InputError("--allreduce_pack_mb=%s: expected a positive number" %
-                         FLAGS.allreduce_pack_mb)
+  parallel()
+
+
+def parallel():
+  """The run's tower_utils.ParallelSpec, checked, from --n_gpus, the speed and cluster flags.
+
+  This is where a process learns whether it is the chief of a multi-process run. One that is
+  not writes nothing into --output_dir: the flag is pointed at a private scratch directory
+  (removed at exit) for its feature caches, and --init_checkpoint is dropped (its weights come
+  from the chief). training.train ends such a process when training is done.
+  """
+  import tower_utils  # pylint: disable=g-import-not-at-top
+  from parallel import cluster  # pylint: disable=g-import-not-at-top
+  spec = tower_utils.parallel_spec(
+      FLAGS.n_gpus, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
+      cluster.resolve(FLAGS.worker_hosts, FLAGS.task_index, FLAGS.worker_port),
+      FLAGS.collective_timeout_s)
+  if not spec.cluster.is_chief and not _SCRATCH.get("dir") == FLAGS.output_dir:
+    _SCRATCH["dir"] = tempfile.mkdtemp(prefix="bert-mgpu-task%d-" % spec.cluster.rank)
+    atexit.register(shutil.rmtree, _SCRATCH["dir"], True)
+    logging.info("This process is %s of %d; the chief %s writes --output_dir=%s. This process "
+                 "caches its data in %s and takes its weights from the chief", spec.cluster
+                 .describe(), spec.cluster.num_workers, spec.cluster.describe(0),
+                 FLAGS.output_dir, _SCRATCH["dir"])
+    FLAGS.output_dir = _SCRATCH["dir"]
+    FLAGS.init_checkpoint = None
+  return spec
+
+
+_SCRATCH = {}
 
 
 def precision():
@@ -203,19 +255,22 @@ def precision():
 
 
 def global_batch_size():
-  """Training examples per update: train_batch_size * n_gpus * grad_accum_steps.
+  """Training examples per update: train_batch_size * n_gpus * processes * grad_accum_steps.
 
   Scripts that derive num_train_steps from epochs divide by this, so global_step counts updates
   of the effective batch.
   """
-  return FLAGS.train_batch_size * FLAGS.n_gpus * FLAGS.grad_accum_steps
+  spec = parallel()
+  return FLAGS.train_batch_size * spec.n_towers * spec.cluster.num_workers * spec.accum_steps
 
 
 def log_training_plan(num_examples, num_train_steps):
   """Logs the examples, the effective batch and its factors, and the number of updates."""
-  logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d "
-               "accumulation steps), %d steps *****", num_examples, global_batch_size(),
-               FLAGS.train_batch_size, FLAGS.n_gpus, FLAGS.grad_accum_steps, num_train_steps)
+  spec = parallel()
+  logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d processes x "
+               "%d accumulation steps), %d steps *****", num_examples, global_batch_size(),
+               FLAGS.train_batch_size, spec.n_towers, spec.cluster.num_workers,
+               spec.accum_steps, num_train_steps)
 
 
 def require_output_dir():
@@ -223,16 +278,18 @@ def require_output_dir():
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   if not FLAGS.output_dir:
     raise cli.InputError("--output_dir is required")
+  parallel()
   tf.io.gfile.makedirs(FLAGS.output_dir)
   return FLAGS.output_dir
 
 
 def train_spec(num_train_steps, num_warmup_steps):
   """A training.TrainSpec from the shared flags."""
+  import input_pipeline  # pylint: disable=g-import-not-at-top
   import training  # pylint: disable=g-import-not-at-top
   return training.TrainSpec(
       output_dir=FLAGS.output_dir,
-      n_towers=FLAGS.n_gpus,
+      parallel=parallel(),
       batch_size_per_tower=FLAGS.train_batch_size,
       num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps,
@@ -244,10 +301,10 @@ def train_spec(num_train_steps, num_warmup_steps):
       seed=FLAGS.random_seed,
       precision=precision(),
       use_xla=FLAGS.use_xla,
-      reduction=FLAGS.reduction,
-      grad_accum_steps=FLAGS.grad_accum_steps,
       optimizer=FLAGS.optimizer,
-      allreduce_pack_mb=FLAGS.allreduce_pack_mb)
+      model_digest=input_pipeline.cache_key(
+          input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
+          FLAGS.max_seq_length, FLAGS.do_lower_case))
 
 
 def write_results(path, results):

@@ -1,5 +1,6 @@
 """TFRecord input pipelines and cache keys shared by all run scripts."""
 
+import collections
 import hashlib
 import os
 
@@ -26,8 +27,13 @@ def _int64_to_int32(example):
           for name, t in example.items()}
 
 
+# Which part of the training data a process reads: shard `index` of `count` (one per process).
+Shard = collections.namedtuple("Shard", ["index", "count"])
+WHOLE = Shard(0, 1)
+
+
 def record_dataset(input_files, name_to_features, batch_size, is_training, seed=0,
-                   shuffle_buffer=10000, num_parallel_calls=None):
+                   shuffle_buffer=10000, num_parallel_calls=None, shard=WHOLE):
   """A batched dataset of feature dicts read from TFRecord files.
 
   Args:
@@ -40,20 +46,29 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
     seed: shuffle seed; training passes a different one after a resume.
     shuffle_buffer: records held for shuffling.
     num_parallel_calls: batches parsed in parallel (default: tf.data autotune).
+    shard: training only: the Shard of the data to read. The shards of the processes of a run
+      are disjoint and together hold every record once per epoch, whatever the seed: with a
+      multiple of `count` files each process reads its own files, otherwise every process reads
+      all files in the same order and keeps every count-th record.
 
   Returns:
     tf.data.Dataset of dicts name -> Tensor [batch_size, ...].
   """
   if num_parallel_calls is None:
     num_parallel_calls = tf.data.experimental.AUTOTUNE
-  d = tf.data.Dataset.from_tensor_slices(tf.constant(list(input_files)))
-  if is_training:
-    d = d.shuffle(buffer_size=len(input_files), seed=seed).repeat()
-    d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(input_files)),
+  files = list(input_files)
+  if is_training and len(files) % shard.count:
+    d = tf.data.Dataset.from_tensor_slices(tf.constant(files)).flat_map(tf.data.TFRecordDataset)
+    d = d.shard(shard.count, shard.index).shuffle(buffer_size=shuffle_buffer, seed=seed).repeat()
+  elif is_training:
+    files = files[shard.index::shard.count]
+    d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+    d = d.shuffle(buffer_size=len(files), seed=seed).repeat()
+    d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
                      num_parallel_calls=num_parallel_calls, deterministic=True)
     d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
   else:
-    d = d.flat_map(tf.data.TFRecordDataset)
+    d = tf.data.Dataset.from_tensor_slices(tf.constant(files)).flat_map(tf.data.TFRecordDataset)
   # Batch the serialized records first and parse each batch with one vectorized parse_example:
   # several times cheaper than one parse_single_example per record, so the input thread stays
   # ahead of the towers; batches are parsed in parallel and prefetched.

@@ -456,7 +456,8 @@ def decode(bert_config, input_ids, input_mask, segment_ids, params):
 def make_decode_tower_fn(bert_config, params):
   """tower_fn for training.run_inference: features -> (None, decode outputs)."""
 
-  def tower_fn(features):
+  def tower_fn(features, global_batch):
+    del global_batch  # Decoding has no loss to normalise.
     return None, decode(bert_config, features["input_ids"], features["input_mask"],
                         features["segment_ids"], params)
 

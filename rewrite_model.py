@@ -161,16 +161,21 @@ def count_target_tokens(input_mask, segment_ids):
   return tf.reduce_sum(tf.cast(input_mask * segment_ids, tf.float32))
 
 
-def make_train_tower_fn(bert_config, max_target_length, n_towers):
-  """tower_fn for training.train: features -> (loss, {}).
+def target_token_count(features):
+  """float32 scalar: the target tokens of a batch of packed rewrite features."""
+  return count_target_tokens(features["input_mask"], features["segment_ids"])
 
-  The features carry "batch_target_tokens" (see add_batch_token_count); each tower divides its
-  summed loss by 1/n_towers of it, so the mean of the tower losses is the per-token loss of the
-  whole global batch even when towers hold different numbers of target tokens.
+
+def make_train_tower_fn(bert_config, max_target_length):
+  """tower_fn for training.train: (features, global_batch) -> (loss, {}).
+
+  Each tower divides its summed loss by its share of the target tokens of the whole global
+  batch (global_batch.loss_denominator), so the mean of the tower losses is the per-token loss
+  of the global batch even when towers hold different numbers of target tokens.
   """
 
-  def tower_fn(features):
-    denominator = features["batch_target_tokens"][0] / float(n_towers) + 1e-5
+  def tower_fn(features, global_batch):
+    denominator = global_batch.loss_denominator(target_token_count) + 1e-5
     outputs = create_rewrite_model(
         bert_config, True, features["input_ids"], features["input_mask"],
         features["segment_ids"], max_target_length, loss_denominator=denominator)
@@ -179,24 +184,14 @@ def make_train_tower_fn(bert_config, max_target_length, n_towers):
   return tower_fn
 
 
-def add_batch_token_count(features):
-  """Adds "batch_target_tokens" [batch_size]: the whole batch's target-token count on every row.
-
-  Mapped over the global batch before it is split into towers.
-  """
-  features = dict(features)
-  total = count_target_tokens(features["input_mask"], features["segment_ids"])
-  features["batch_target_tokens"] = tf.fill(tf.shape(features["input_ids"])[:1], total)
-  return features
-
-
 def make_score_tower_fn(bert_config, max_target_length):
   """tower_fn for training.run_inference scoring given targets (teacher forcing, no dropout).
 
   Outputs "log_likelihood" and "num_tokens", both [batch_size].
   """
 
-  def tower_fn(features):
+  def tower_fn(features, global_batch):
+    del global_batch  # Scoring sums per example; nothing to normalise.
     outputs = create_rewrite_model(
         bert_config, False, features["input_ids"], features["input_mask"],
         features["segment_ids"], max_target_length)

@@ -112,7 +112,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 def make_tower_fn(bert_config, num_labels, is_training):
   """tower_fn for training.train / run_inference: features -> (loss, outputs)."""
 
-  def tower_fn(features):
+  def tower_fn(features, global_batch):
+    del global_batch  # A mean over rows: the towers' rows are equal, so their mean is global.
     loss, per_example_loss, _, probabilities = create_model(
         bert_config, is_training, features["input_ids"], features["input_mask"],
         features["segment_ids"], features["label_ids"], num_labels)
@@ -122,12 +123,12 @@ def make_tower_fn(bert_config, num_labels, is_training):
 
 
 def make_input_fn(record_file, is_training):
-  """input_fn(global_batch_size, seed) reading classification records."""
+  """input_fn(rows, seed, shard) reading classification records."""
 
-  def input_fn(global_batch_size, seed):
+  def input_fn(rows, seed, shard):
     return input_pipeline.record_dataset(
-        [record_file], classifier_data.name_to_features(FLAGS.max_seq_length),
-        global_batch_size, is_training, seed=seed)
+        [record_file], classifier_data.name_to_features(FLAGS.max_seq_length), rows,
+        is_training, seed=seed, shard=shard)
 
   return input_fn
 

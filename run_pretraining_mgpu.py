@@ -74,11 +74,6 @@ flags.DEFINE_integer("max_ngram", 3, "Dynamic records, --masking=ngram: longest 
 flags.DEFINE_float("masked_lm_prob", 0.15,
                    "Dynamic records only: share of the tokens to mask on the fly.")
 
-# Summed masked-LM weights of the whole global batch, spread over its rows, so that each tower
-# normalises its loss by its share of the global denominator (see add_loss_normalizer).
-LOSS_NORMALIZER = "masked_lm_normalizer"
-
-
 def resolve_input_files(spec, flag_name):
   """The files named by a comma-separated list of paths, globs and directories.
 
@@ -139,30 +134,26 @@ def record_format(files, flag_name):
   return fmt
 
 
-def add_loss_normalizer(features):
-  """Adds LOSS_NORMALIZER: (sum of the batch's masked_lm_weights + epsilon) / rows, per row.
+def masked_token_count(features):
+  """The masked-LM loss denominator of a batch: sum of its masked_lm_weights + epsilon.
 
-  A tower of b rows divides its weighted masked-LM loss sum by b times this value, its share of
-  the whole batch's denominator. The mean of the tower losses is then exactly the loss of the
-  whole batch, and N towers x b rows train like 1 tower x N*b rows, even when the towers hold
-  different numbers of masked tokens (per-tower normalisation would weight those unequally).
+  The training tower divides its weighted masked-LM loss sum by its share of this count over
+  the whole global batch (GlobalBatch.loss_denominator). The mean of the tower losses is then
+  exactly the loss of the whole batch, and N towers x b rows train like 1 tower x N*b rows, even
+  when the towers hold different numbers of masked tokens (per-tower normalisation would weight
+  those unequally).
 
   Args:
     features: dict with "masked_lm_weights" float Tensor [rows, P].
 
   Returns:
-    `features` plus LOSS_NORMALIZER, float Tensor [rows].
+    float32 scalar.
   """
-  weights = features["masked_lm_weights"]
-  rows = tf.shape(weights)[0]
-  total = tf.reduce_sum(weights) + pretraining_model.MASKED_LM_WEIGHT_EPSILON
-  features = dict(features)
-  features[LOSS_NORMALIZER] = tf.fill([rows], total / tf.cast(rows, tf.float32))
-  return features
+  return tf.reduce_sum(features["masked_lm_weights"]) + pretraining_model.MASKED_LM_WEIGHT_EPSILON
 
 
 def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_examples=0):
-  """input_fn(global_batch_size, seed) for training.train / training.run_inference.
+  """input_fn(rows, seed, shard) for training.train / training.run_inference.
 
   Args:
     input_files: list of TFRecord paths.
@@ -172,22 +163,22 @@ def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_exa
     max_examples: read at most this many examples when not training (0: all).
 
   Returns:
-    callable(global_batch_size, seed) -> tf.data.Dataset of feature dicts, each Tensor
-    [global_batch_size, ...] (the last eval batch may be short); always with masked_lm_*
-    features (made on the fly for dynamic records) and, when training, LOSS_NORMALIZER.
+    callable(rows, seed, shard) -> tf.data.Dataset of feature dicts, each Tensor [rows, ...]
+    (the last eval batch may be short), reading input_pipeline.Shard `shard` when training;
+    always with masked_lm_* features (made on the fly for dynamic records).
   """
   name_to_features = pretraining_records.name_to_features(
       fmt["max_seq_length"], fmt["max_predictions_per_seq"], fmt["dynamic"], fmt["has_nsp"])
 
-  def input_fn(global_batch_size, seed):
+  def input_fn(rows, seed, shard):
     if is_training:
-      d = input_pipeline.record_dataset(input_files, name_to_features, global_batch_size, True,
-                                        seed=seed)
+      d = input_pipeline.record_dataset(input_files, name_to_features, rows, True, seed=seed,
+                                        shard=shard)
       if fmt["dynamic"]:
         # Batch numbers keep growing over the endless dataset, so every pass over the data gets
         # new masks; a resumed run starts from another seed (training.train adds the step).
         d = d.enumerate().map(lambda i, f: apply_masks(f, masking_config, [seed, i]))
-      return d.map(add_loss_normalizer)
+      return d
     d = tf.data.TFRecordDataset(input_files)
     if max_examples:
       d = d.take(max_examples)
@@ -197,7 +188,7 @@ def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_exa
       # scored on the same masked positions.
       d = d.batch(1).enumerate().map(
           lambda i, f: apply_masks(f, masking_config, [seed, i])).unbatch()
-    return d.batch(global_batch_size)
+    return d.batch(rows)
 
   return input_fn
 
@@ -244,7 +235,7 @@ def tower_fn_builder(bert_config, has_nsp, is_training):
   _labels [rows].
   """
 
-  def tower_fn(features):
+  def tower_fn(features, global_batch):
     model = modeling.BertModel(
         config=bert_config,
         is_training=is_training,
@@ -255,8 +246,7 @@ def tower_fn_builder(bert_config, has_nsp, is_training):
     weights = features["masked_lm_weights"]
     denominator = None
     if is_training:
-      rows = tf.cast(tf.shape(weights)[0], tf.float32)
-      denominator = rows * features[LOSS_NORMALIZER][0]
+      denominator = global_batch.loss_denominator(masked_token_count)
     masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
         pretraining_model.get_masked_lm_output(
             bert_config, model.get_sequence_output(), model.get_embedding_table(), positions,
@@ -448,4 +438,5 @@ def main(_):
 
 
 if __name__ == "__main__":
+  tf.disable_v2_behavior()
   cli.run_main(main)

@@ -96,15 +96,12 @@ flags.DEFINE_integer("pretrain_dupe_factor", 2,
 
 
 def make_input_fn(record_file, is_training):
-  """input_fn(global_batch_size, seed) over packed rewrite records."""
+  """input_fn(rows, seed, shard) over packed rewrite records."""
 
-  def input_fn(global_batch_size, seed):
-    dataset = input_pipeline.record_dataset(
-        [record_file], rewrite_data.name_to_features(FLAGS.max_seq_length), global_batch_size,
-        is_training, seed=seed)
-    if is_training:
-      dataset = dataset.map(rewrite_model.add_batch_token_count)
-    return dataset
+  def input_fn(rows, seed, shard):
+    return input_pipeline.record_dataset(
+        [record_file], rewrite_data.name_to_features(FLAGS.max_seq_length), rows, is_training,
+        seed=seed, shard=shard)
 
   return input_fn
 
@@ -134,8 +131,7 @@ class Pipeline(object):
       num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
     common_flags.log_training_plan(num_examples, num_train_steps)
     return training.train(
-        rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length,
-                                          FLAGS.n_gpus),
+        rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length),
         make_input_fn(record_file, True), common_flags.train_spec(num_train_steps,
                                                                   num_warmup_steps))
 

@@ -1,9 +1,11 @@
 """The training and inference loops shared by every run_*_mgpu.py script.
 
-A script supplies a `tower_fn(features) -> (loss, outputs)` that builds its model for one tower,
-and an `input_fn(global_batch_size, seed) -> tf.data.Dataset`. This module builds the towers
-(through tower_utils), the optimizer, checkpointing, logging and TensorBoard summaries, and runs
-the loop with a plain Session and Saver.
+A script supplies a `tower_fn(features, global_batch) -> (loss, outputs)` that builds its model
+for one tower, and an `input_fn(rows, seed, shard) -> tf.data.Dataset`. This module builds the
+towers (through tower_utils), the optimizer, checkpointing, logging and TensorBoard summaries,
+and runs the loop with a plain Session and Saver. Scripts never learn how many towers or
+processes there are: `global_batch` gives a tower the normaliser of a token-averaged loss, and
+`shard` names the part of the data this process reads (pass it to input_pipeline).
 
 Checkpoints. `tf.train.Saver` writes the data and index files of a checkpoint first and only then
 rewrites the `checkpoint` state file, itself through a temporary file and a rename. A run killed
@@ -13,16 +15,20 @@ stock-named variables are saved (float32, also under --use_fp16/--use_bf16); all
 copies, gradient accumulators and the loss scale are not (see tower_utils and optimization).
 
 Speed options (TrainSpec fields, from the shared flags): `precision` fp16 (dynamic loss scaling)
-or bf16 mixed precision, `use_xla`, `reduction` (shared / allreduce), `grad_accum_steps` (K
-micro-batches per update: K-1 runs that only accumulate, then one that reduces and applies), and
-`optimizer` (adamw / lamb). Every batch is stamped with tf.timestamp() as it leaves the input
+or bf16 mixed precision, `use_xla`, `optimizer` (adamw / lamb), and `parallel`
+(tower_utils.ParallelSpec: towers, reduction, accumulation of K micro-batches per update -- K-1
+runs that only accumulate, then one that reduces and applies -- and the processes of a
+multi-process run). Every batch is stamped with tf.timestamp() as it leaves the input
 pipeline; a run that starts before its batch was ready waited for input, and the log reports the
 share of step time spent waiting in each logging interval.
 """
 
 import collections
+import contextlib
 import os
+import re
 import signal
+import sys
 import time
 
 from absl import logging
@@ -30,13 +36,14 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from cli import InputError
+import input_pipeline
 import modeling
 import optimization
 import tower_utils
 
-TrainSpec = collections.namedtuple("TrainSpec", [
+_TRAIN_SPEC_FIELDS = [
     "output_dir",  # checkpoints and summaries
-    "n_towers",  # --n_gpus
+    "parallel",  # tower_utils.ParallelSpec: towers, reduction, accumulation, processes
     "batch_size_per_tower",  # --train_batch_size
     "num_train_steps",
     "num_warmup_steps",
@@ -48,11 +55,27 @@ TrainSpec = collections.namedtuple("TrainSpec", [
     "seed",
     "precision",  # "fp32", "fp16" (with dynamic loss scaling) or "bf16"
     "use_xla",  # compile the towers with XLA
-    "reduction",  # "shared" or "allreduce" (tower_utils)
-    "grad_accum_steps",  # micro-batches per update
     "optimizer",  # "adamw" or "lamb"
-    "allreduce_pack_mb",  # gradient pack size of the allreduce mode
-], defaults=("fp32", False, "shared", 1, "adamw", tower_utils.DEFAULT_PACK_MB))
+    "model_digest",  # names the model config; every process of a run must have the same
+]
+
+
+class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
+                                       defaults=("fp32", False, "adamw", ""))):
+  """What training.train needs, checked once where it is built."""
+
+  def __new__(cls, *args, **kwargs):
+    spec = super(TrainSpec, cls).__new__(cls, *args, **kwargs)
+    if spec.precision not in PRECISIONS:
+      raise InputError("precision %r: expected one of %s" % (spec.precision,
+                                                             ", ".join(PRECISIONS)))
+    if spec.optimizer not in optimization.OPTIMIZERS:
+      raise InputError("--optimizer=%s: expected one of %s" %
+                       (spec.optimizer, ", ".join(optimization.OPTIMIZERS)))
+    if not isinstance(spec.parallel, tower_utils.ParallelSpec):
+      raise TypeError("TrainSpec.parallel must be a tower_utils.ParallelSpec (parallel_spec())")
+    return spec
+
 
 PRECISIONS = {"fp32": tf.float32, "fp16": tf.float16, "bf16": tf.bfloat16}
 # Added to each batch by train(): when the batch left the input pipeline (seconds since epoch).
@@ -63,30 +86,21 @@ _MAX_CONSECUTIVE_SKIPS = 50
 TrainGraph = collections.namedtuple("TrainGraph", [
     "train_op",  # applies one update; its value is global_step afterwards
     "accumulate_ops",  # None, or (first, add): micro-batches 1 and 2..K-1 of an update
-    "loss",  # mean tower loss of the micro-batch
+    "loss",  # mean tower loss of the micro-batch, over every process
     "learning_rate",
     "loss_scale",  # float32 scalar Tensor, or None without loss scaling
     "global_step",
-    "sync_op",  # copies replica 0 into the allreduce replicas
+    "sync_op",  # gives every copy of the variables the chief's values (after init/restore)
     "ready_time",  # float64 scalar: when the micro-batch left the input pipeline, or None
+    "strategy",  # the parallel strategy: savable_variables(), is_chief, consistency_check()
 ])
 
 
 def global_batch_size(spec):
-  """Rows per update: batch_size_per_tower * n_towers * grad_accum_steps."""
-  return spec.batch_size_per_tower * spec.n_towers * spec.grad_accum_steps
-
-
-def check_spec(spec):
-  """Raises InputError on an unknown precision, reduction or optimizer, or bad accumulation."""
-  if spec.precision not in PRECISIONS:
-    raise InputError("precision %r: expected one of %s" % (spec.precision,
-                                                           ", ".join(PRECISIONS)))
-  if spec.optimizer not in optimization.OPTIMIZERS:
-    raise InputError("--optimizer=%s: expected one of %s" %
-                     (spec.optimizer, ", ".join(optimization.OPTIMIZERS)))
-  tower_utils.check_reduction(spec.reduction)
-  tower_utils.check_accum_steps(spec.grad_accum_steps)
+  """Rows per update: batch_size_per_tower * n_towers * processes * accumulation steps."""
+  parallel = spec.parallel
+  return (spec.batch_size_per_tower * parallel.n_towers * parallel.cluster.num_workers *
+          parallel.accum_steps)
 
 
 def build_train_graph(tower_fn, features, spec):
@@ -94,37 +108,35 @@ def build_train_graph(tower_fn, features, spec):
 
   Args:
     tower_fn: as in `train`.
-    features: dict of Tensors [batch_size_per_tower * n_towers, ...]: one micro-batch.
+    features: dict of Tensors [batch_size_per_tower * n_towers, ...]: this process's
+      micro-batch.
     spec: TrainSpec.
 
   Returns:
-    TrainGraph. Build the Saver (over tower_utils.saveable_variables()) after this call.
+    TrainGraph. Build the Saver (over strategy.savable_variables()) after this call.
   """
-  check_spec(spec)
   features = dict(features)
   ready_time = features.pop(_READY_TIME, None)
   global_step = tf.train.get_or_create_global_step()
   loss_scale = optimization.DynamicLossScale() if spec.precision == "fp16" else None
   towers = tower_utils.build_towers(
-      _in_precision(tower_fn, PRECISIONS[spec.precision]), features, spec.n_towers,
-      reduction=spec.reduction, accum_steps=spec.grad_accum_steps,
-      loss_scale=loss_scale.scale if loss_scale else None, use_xla=spec.use_xla,
-      pack_mb=spec.allreduce_pack_mb)
+      _in_precision(tower_fn, PRECISIONS[spec.precision]), features, spec.parallel,
+      loss_scale=loss_scale.scale if loss_scale else None, use_xla=spec.use_xla)
   train_op, learning_rate = optimization.create_replicated_train_op(
       towers.replica_grads_and_vars, spec.learning_rate, spec.num_train_steps,
       spec.num_warmup_steps, global_step=global_step, optimizer=spec.optimizer,
       loss_scale=loss_scale)
   return TrainGraph(train_op, towers.accumulate_ops, towers.loss, learning_rate,
                     loss_scale.scale if loss_scale else None, global_step,
-                    tower_utils.replica_sync_op(), ready_time)
+                    towers.strategy.post_init_op(), ready_time, towers.strategy)
 
 
 def _in_precision(tower_fn, dtype):
   """tower_fn building its BertModel(s) in compute dtype `dtype` (variables stay float32)."""
 
-  def tower_fn_in_precision(features):
+  def tower_fn_in_precision(features, global_batch):
     with modeling.compute_dtype_scope(dtype):
-      return tower_fn(features)
+      return tower_fn(features, global_batch)
 
   return tower_fn_in_precision
 
@@ -187,8 +199,12 @@ def check_init_checkpoint(init_checkpoint):
                      "files, e.g. .../bert_model.ckpt)" % (init_checkpoint, init_checkpoint))
 
 
-def restore_from_init_checkpoint(init_checkpoint):
+def restore_from_init_checkpoint(init_checkpoint, savable_variables):
   """Overrides the initializers of graph variables found in `init_checkpoint` (by exact name).
+
+  Args:
+    init_checkpoint: checkpoint prefix.
+    savable_variables: the stock-named variables of the graph (strategy.savable_variables()).
 
   Raises InputError when a variable's shape differs from the checkpoint's, naming it: that means
   bert_config_file (or the vocab) does not belong to the checkpoint.
@@ -196,7 +212,7 @@ def restore_from_init_checkpoint(init_checkpoint):
   # Model weights only, as in stock BERT: a checkpoint written by a training run also holds
   # global_step and Adam slots, and restoring those would make a new run start at the old step.
   trainable_names = {v.op.name for v in tf.trainable_variables()}
-  tvars = [v for v in tower_utils.saveable_variables() if v.op.name in trainable_names]
+  tvars = [v for v in savable_variables if v.op.name in trainable_names]
   assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
       tvars, init_checkpoint)
   ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
@@ -303,73 +319,165 @@ class _TerminationGuard(object):
 
 
 def train(tower_fn, input_fn, spec):
-  """Trains with `spec.n_towers` towers until global_step reaches spec.num_train_steps.
+  """Trains until global_step reaches spec.num_train_steps, in this process and its peers.
+
+  In a multi-process run every process calls this with the same spec. They meet first and
+  agree on the flags and model (tower_utils.join_processes), take the step of the chief's
+  latest checkpoint, and read disjoint shards of the data; only the chief restores, writes
+  checkpoints and summaries, and the others receive its weights (strategy.post_init_op). A
+  process other than the chief exits (status 0) when training is done: evaluation, prediction
+  and export are the chief's.
 
   Args:
-    tower_fn: callable(features dict of Tensors [batch_size_per_tower, ...]) ->
+    tower_fn: callable(features dict of Tensors [batch_size_per_tower, ...], GlobalBatch) ->
       (scalar loss Tensor, outputs dict). Builds the training model (dropout on) for one tower.
-    input_fn: callable(global_batch_size, seed) -> infinite tf.data.Dataset of feature dicts
-      with batches of exactly global_batch_size rows (one micro-batch of all towers:
-      batch_size_per_tower * n_towers).
+    input_fn: callable(rows, seed, shard) -> infinite tf.data.Dataset of feature dicts with
+      batches of exactly `rows` rows (one micro-batch of this process's towers), reading only
+      input_pipeline.Shard `shard` of the data.
     spec: TrainSpec.
 
   Returns:
-    dict with "global_step" and "loss" (mean loss over the last logging interval).
+    dict with "global_step" and "loss" (of the last applied update).
   """
-  check_spec(spec)
   tf.io.gfile.makedirs(spec.output_dir)
   check_init_checkpoint(spec.init_checkpoint)
-  start_step = _latest_step(spec.output_dir)
+  start_step = tower_utils.join_processes(spec.parallel, _must_agree(spec),
+                                          {"start_step": _latest_step(spec.output_dir)})
+  start_step = start_step["start_step"]
   if start_step >= spec.num_train_steps:
     logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
                  spec.output_dir, start_step, spec.num_train_steps)
-    return {"global_step": start_step, "loss": float("nan")}
-  logging.info("Training %d towers x %d examples x %d accumulation steps = global batch %d, "
-               "steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
-               spec.n_towers, spec.batch_size_per_tower, spec.grad_accum_steps,
-               global_batch_size(spec), start_step, spec.num_train_steps, spec.precision,
-               "on" if spec.use_xla else "off", spec.reduction, spec.optimizer)
+    return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
+  parallel = spec.parallel
+  logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
+               "batch %d, steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
+               parallel.n_towers, parallel.cluster.num_workers, spec.batch_size_per_tower,
+               parallel.accum_steps, global_batch_size(spec), start_step, spec.num_train_steps,
+               spec.precision, "on" if spec.use_xla else "off", parallel.reduction,
+               spec.optimizer)
 
   graph = tf.Graph()
   with graph.as_default():
     tf.set_random_seed(spec.seed)
-    with tf.device("/cpu:0"):
+    with tf.device(tower_utils.input_device(parallel)):
       # A resumed run gets a new shuffle order rather than replaying the first batches.
-      dataset = input_fn(spec.batch_size_per_tower * spec.n_towers, spec.seed + start_step)
+      dataset = input_fn(spec.batch_size_per_tower * parallel.n_towers, spec.seed + start_step,
+                         tower_utils.input_shard(parallel))
       features = tf.data.make_one_shot_iterator(stamp_ready_time(dataset)).get_next()
     train_graph = build_train_graph(tower_fn, features, spec)
-    if start_step == 0 and spec.init_checkpoint:
-      restore_from_init_checkpoint(spec.init_checkpoint)
+    chief = train_graph.strategy.is_chief
+    if start_step == 0 and spec.init_checkpoint and chief:
+      restore_from_init_checkpoint(spec.init_checkpoint,
+                                   train_graph.strategy.savable_variables())
     tf.summary.scalar("loss", train_graph.loss)
     tf.summary.scalar("learning_rate", train_graph.learning_rate)
     if train_graph.loss_scale is not None:
       tf.summary.scalar("loss_scale", train_graph.loss_scale)
     summary_op = tf.summary.merge_all()
-    saver = tf.train.Saver(tower_utils.saveable_variables(), max_to_keep=spec.keep_checkpoint_max,
-                           save_relative_paths=True)
+    saver = tf.train.Saver(train_graph.strategy.savable_variables(),
+                           max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
     init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
+    consistency = train_graph.strategy.consistency_check()
     graph.finalize()
 
-    writer = tf.summary.FileWriter(spec.output_dir, graph)
-    with tf.Session(config=tower_utils.session_config(spec.n_towers, spec.use_xla)) as sess:
-      latest = tf.train.latest_checkpoint(spec.output_dir)
+    writer = tf.summary.FileWriter(spec.output_dir, graph) if chief else None
+    checkpoints = _Checkpoints(saver if chief else None, spec.output_dir)
+    with tower_utils.new_session(parallel, spec.use_xla) as sess:
       sess.run(init_op)
-      if latest:
-        logging.info("Resuming from %s", latest)
-        saver.restore(sess, latest)
-      sess.run(train_graph.sync_op)
-      result = _train_loop(sess, train_graph, spec, summary_op, saver, writer)
-    writer.close()
-  return result
+      checkpoints.restore_latest(sess)
+      with _peer_faults(parallel):
+        sess.run(train_graph.sync_op)
+        _check_consistent(sess, consistency, parallel, "start")
+        result = _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer)
+        _check_consistent(sess, consistency, parallel, "end")
+    if writer:
+      writer.close()
+  return _end_of_training(spec, result, chief)
 
 
-def _train_loop(sess, train_graph, spec, summary_op, saver, writer):
+def _must_agree(spec):
+  """What every process of a run must share, besides the parallel settings (named for errors)."""
+  return collections.OrderedDict([
+      ("--train_batch_size", spec.batch_size_per_tower),
+      ("precision (--use_fp16/--use_bf16)", spec.precision),
+      ("--optimizer", spec.optimizer),
+      ("--learning_rate", repr(spec.learning_rate)),
+      ("number of training steps (from --num_train_steps, or the training data and "
+       "--num_train_epochs)", spec.num_train_steps),
+      ("number of warm-up steps", spec.num_warmup_steps),
+      ("model (--bert_config_file, --max_seq_length, vocabulary)", spec.model_digest),
+  ])
+
+
+def _end_of_training(spec, result, chief=None):
+  """Returns `result` in the chief; ends any other process of a multi-process run."""
+  if chief is None:
+    chief = spec.parallel.cluster.is_chief
+  if chief:
+    return result
+  logging.info("Training done at step %d; the chief (%s) evaluates, predicts and exports",
+               result["global_step"], spec.parallel.cluster.describe(0))
+  sys.exit(0)
+
+
+def _check_consistent(sess, consistency, parallel, when):
+  """Raises RuntimeError unless every process holds the same weights (a multi-process check)."""
+  if not parallel.cluster.tasks:
+    return
+  low, high = sess.run(consistency)
+  if low != high:
+    raise RuntimeError("at the %s of training the processes' weights differ (checksums %r to "
+                       "%r)" % (when, low, high))
+  logging.info("Weights identical in all %d processes at the %s of training (checksum %.17g)",
+               parallel.cluster.num_workers, when, low)
+
+
+class _Checkpoints(object):
+  """Restores and saves the run's checkpoints; does nothing in a process that is not the chief."""
+
+  def __init__(self, saver, output_dir):
+    self._saver = saver
+    self._output_dir = output_dir
+    self._prefix = os.path.join(output_dir, "model.ckpt")
+
+  def restore_latest(self, sess):
+    latest = tf.train.latest_checkpoint(self._output_dir) if self._saver else None
+    if latest:
+      logging.info("Resuming from %s", latest)
+      self._saver.restore(sess, latest)
+
+  def save(self, sess, step):
+    if self._saver:
+      self._saver.save(sess, self._prefix, global_step=step)
+      logging.info("Saved %s-%d", self._prefix, step)
+
+
+@contextlib.contextmanager
+def _peer_faults(parallel):
+  """Turns a lost or silent peer process into a one-line InputError (multi-process runs)."""
+  try:
+    yield
+  except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
+          tf.errors.CancelledError, tf.errors.InternalError) as e:
+    if not parallel.cluster.tasks:
+      raise
+    message = str(e)
+    task = re.search(r"/job:(\w+)/replica:0/task:(\d+)", message)
+    who = "a process" if not task else "%s:%s" % task.groups()
+    if isinstance(e, tf.errors.DeadlineExceededError):
+      why = "did not answer within --collective_timeout_s=%g s" % parallel.collective_timeout_s
+    else:
+      why = "dropped out (%s)" % type(e).__name__
+    raise InputError("%s %s; %s stops too. Relaunch every process to resume from the chief's "
+                     "latest checkpoint" % (who, why, parallel.cluster.describe()))
+
+
+def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer):
   """Runs updates until global_step reaches spec.num_train_steps; saves on the way and at the end.
 
   Returns:
     dict with "global_step" and "loss" (of the last applied update).
   """
-  checkpoint_prefix = os.path.join(spec.output_dir, "model.ckpt")
   step = int(sess.run(train_graph.global_step))
   logger = _StepLogger(writer, global_batch_size(spec), spec.num_train_steps, step)
   loss_value = float("nan")
@@ -383,7 +491,7 @@ def _train_loop(sess, train_graph, spec, summary_op, saver, writer):
           fetches["summary"] = summary_op
         if train_graph.loss_scale is not None:
           fetches["loss_scale"] = train_graph.loss_scale
-        results, loss, waited = run_update(sess, train_graph, spec.grad_accum_steps, fetches)
+        results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps, fetches)
         if int(results["step"]) == step:
           skips = _log_skipped_step(step, results["loss_scale"], skips + 1)
           logger.add_input_wait(waited)
@@ -396,13 +504,12 @@ def _train_loop(sess, train_graph, spec, summary_op, saver, writer):
         if log_now:
           logger.log(step, results["lr"], results["summary"])
         if step % spec.save_checkpoints_steps == 0 and step < spec.num_train_steps:
-          saver.save(sess, checkpoint_prefix, global_step=step)
+          checkpoints.save(sess, step)
     except KeyboardInterrupt:
       logging.warning("Interrupted at step %d: saving a checkpoint before exiting", step)
-      saver.save(sess, checkpoint_prefix, global_step=step)
+      checkpoints.save(sess, step)
       raise
-  saver.save(sess, checkpoint_prefix, global_step=step)
-  logging.info("Saved %s-%d", checkpoint_prefix, step)
+  checkpoints.save(sess, step)
   return {"global_step": step, "loss": float(loss_value)}
 
 
@@ -472,10 +579,10 @@ def run_inference(tower_fn, input_fn, checkpoint, n_towers, batch_size_per_tower
   the padding rows are dropped from the result: no crash, no lost example.
 
   Args:
-    tower_fn: callable(features) -> (loss or None, outputs dict of Tensors [rows, ...]), built
-      with dropout off.
-    input_fn: callable(global_batch_size, seed) -> finite tf.data.Dataset of feature dicts, in
-      input order, whose last batch may be short.
+    tower_fn: callable(features, GlobalBatch) -> (loss or None, outputs dict of Tensors
+      [rows, ...]), built with dropout off.
+    input_fn: callable(rows, seed, shard) -> finite tf.data.Dataset of feature dicts, in input
+      order, whose last batch may be short (shard is input_pipeline.WHOLE: every example).
     checkpoint: checkpoint prefix to restore.
     n_towers: number of towers to spread each batch over.
     batch_size_per_tower: rows per tower per step.
@@ -483,18 +590,19 @@ def run_inference(tower_fn, input_fn, checkpoint, n_towers, batch_size_per_tower
   Returns:
     dict name -> numpy array [num_examples, ...], rows in input order.
   """
-  global_batch_size = batch_size_per_tower * n_towers
+  spec = tower_utils.parallel_spec(n_towers)
+  global_batch_size = batch_size_per_tower * spec.n_towers
   graph = tf.Graph()
   with graph.as_default():
     with tf.device("/cpu:0"):
-      dataset = input_fn(global_batch_size, 0)
+      dataset = input_fn(global_batch_size, 0, input_pipeline.WHOLE)
       features = tf.data.make_one_shot_iterator(dataset).get_next()
       features, is_real = _pad_batch(features, global_batch_size)
-    towers = tower_utils.build_towers(tower_fn, features, n_towers, compute_gradients=False)
+    towers = tower_utils.build_towers(tower_fn, features, spec, compute_gradients=False)
     _check_checkpoint_has(checkpoint, tf.global_variables())
     saver = tf.train.Saver(tf.global_variables())
     collected = collections.defaultdict(list)
-    with tf.Session(config=tower_utils.session_config(n_towers)) as sess:
+    with tower_utils.new_session(spec) as sess:
       saver.restore(sess, checkpoint)
       while True:
         try:

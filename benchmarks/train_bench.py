@@ -201,11 +201,12 @@ class TfRun(object):
     self.run = run
     config = bert_config(run.config)
     spec = training.TrainSpec(
-        output_dir=None, n_towers=run.towers, batch_size_per_tower=run.batch_per_tower,
-        num_train_steps=10 ** 6, num_warmup_steps=0, learning_rate=1e-5, init_checkpoint=None,
-        save_checkpoints_steps=10 ** 6, log_every_n_steps=10 ** 6, keep_checkpoint_max=1,
-        seed=1, precision=run.precision, use_xla=run.xla, reduction=run.reduction,
-        grad_accum_steps=run.accum)
+        output_dir=None,
+        parallel=tower_utils.parallel_spec(run.towers, run.reduction, run.accum),
+        batch_size_per_tower=run.batch_per_tower, num_train_steps=10 ** 6, num_warmup_steps=0,
+        learning_rate=1e-5, init_checkpoint=None, save_checkpoints_steps=10 ** 6,
+        log_every_n_steps=10 ** 6, keep_checkpoint_max=1, seed=1, precision=run.precision,
+        use_xla=run.xla)
     micro_batch = run.batch_per_tower * run.towers
     self.global_batch = micro_batch * run.accum
     self._graph = tf.Graph()

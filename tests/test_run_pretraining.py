@@ -13,6 +13,7 @@ import tensorflow.compat.v1 as tf
 
 from cli import InputError
 import create_pretraining_data
+import input_pipeline
 import masking
 import modeling
 import optimization
@@ -125,11 +126,10 @@ def _one_update(n_towers, batch, start_values=None):
   config = modeling.BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                **CONFIG)
   with tf.Graph().as_default() as graph:
-    features = run_pretraining_mgpu.add_loss_normalizer(
-        {k: tf.constant(v) for k, v in batch.items()})
+    features = {k: tf.constant(v) for k, v in batch.items()}
     towers = tower_utils.build_towers(
         run_pretraining_mgpu.tower_fn_builder(config, True, is_training=True), features,
-        n_towers)
+        tower_utils.parallel_spec(n_towers))
     train_op, _ = optimization.create_train_op_from_grads(towers.grads_and_vars, 1e-3, 10, 0)
     trainable = {v.op.name: v for v in tf.trainable_variables()}
     with tf.Session(graph=graph, config=tower_utils.session_config(n_towers)) as sess:
@@ -179,7 +179,7 @@ def _dynamic_batches(data, is_training, batch_size, num_batches=None):
   input_fn = run_pretraining_mgpu.input_fn_builder([data["dynamic_mlm"]], fmt, is_training,
                                                    config)
   with tf.Graph().as_default(), tf.Session() as sess:
-    dataset = input_fn(batch_size, 3)
+    dataset = input_fn(batch_size, 3, input_pipeline.WHOLE)
     if num_batches:
       dataset = dataset.take(num_batches)
     next_batch = tf.data.make_one_shot_iterator(dataset).get_next()
@@ -208,7 +208,6 @@ def test_dynamic_records_are_masked_differently_at_every_pass(data):
   # About four passes over the records, in shuffled order.
   for batch in _dynamic_batches(data, True, 8, num_batches=4 * len(originals) // 8):
     assert batch["masked_lm_weights"].sum(axis=1).min() >= 1
-    assert batch[run_pretraining_mgpu.LOSS_NORMALIZER].shape == (8,)
     for ids, positions in _unmasked(batch):
       assert ids in originals  # Only the masked slots were changed.
       seen.setdefault(ids, []).append(positions)

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from cli import InputError
 import common_flags
 import modeling
 import optimization
+from parallel import collective
 import tower_utils
 import training
 from test_towers import CONFIG, _data, _tower_fn
@@ -21,10 +23,12 @@ ROWS_PER_UPDATE = 6
 
 def _spec(**overrides):
   """A TrainSpec for in-graph tests: constant-free schedule (lr 1e-2, decaying over 10 steps)."""
-  fields = dict(output_dir=None, n_towers=1, batch_size_per_tower=ROWS_PER_UPDATE,
-                num_train_steps=10, num_warmup_steps=0, learning_rate=1e-2,
-                init_checkpoint=None, save_checkpoints_steps=100, log_every_n_steps=1,
-                keep_checkpoint_max=1, seed=0)
+  parallel = {name: overrides.pop(name) for name in ("n_towers", "reduction", "accum_steps",
+                                                      "pack_mb") if name in overrides}
+  fields = dict(output_dir=None, parallel=tower_utils.parallel_spec(**parallel),
+                batch_size_per_tower=ROWS_PER_UPDATE, num_train_steps=10, num_warmup_steps=0,
+                learning_rate=1e-2, init_checkpoint=None, save_checkpoints_steps=100,
+                log_every_n_steps=1, keep_checkpoint_max=1, seed=0)
   fields.update(overrides)
   return training.TrainSpec(**fields)
 
@@ -41,13 +45,13 @@ def _run_two_updates(spec, n_devices, init_values=None):
   Initial values of the stock-named variables are loaded from `init_values` when given (so
   graphs of different shapes start from the same point), then copied into the replicas.
   """
-  micro_batch = spec.batch_size_per_tower * spec.n_towers
+  micro_batch = spec.batch_size_per_tower * spec.parallel.n_towers
   with tf.Graph().as_default() as graph:
     tf.set_random_seed(7)
     dataset = tf.data.Dataset.from_tensor_slices(_two_updates_data()).batch(micro_batch)
     features = tf.data.make_one_shot_iterator(dataset).get_next()
     train_graph = training.build_train_graph(_tower_fn, features, spec)
-    masters = {v.op.name: v for v in tower_utils.saveable_variables()}
+    masters = {v.op.name: v for v in train_graph.strategy.savable_variables()}
     everything = {v.op.name: v for v in tf.global_variables()}
     with tf.Session(graph=graph, config=tower_utils.session_config(n_devices)) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
@@ -56,7 +60,7 @@ def _run_two_updates(spec, n_devices, init_values=None):
       sess.run(train_graph.sync_op)
       initial = sess.run(everything)
       for _ in range(2):
-        results, _, _ = training.run_update(sess, train_graph, spec.grad_accum_steps,
+        results, _, _ = training.run_update(sess, train_graph, spec.parallel.accum_steps,
                                             {"step": train_graph.train_op})
       final = sess.run(everything)
   assert results["step"] == 2
@@ -77,10 +81,10 @@ def one_tower_run():
 ])
 def test_reductions_and_accumulation_equal_one_tower_with_the_whole_batch(
     one_tower_run, monkeypatch, reduction, devices, accum):
-  monkeypatch.setattr(tower_utils, "tower_devices", lambda n: list(devices))
+  monkeypatch.setattr(tower_utils, "tower_devices", lambda n, cluster=None: list(devices))
   n_towers = len(devices)
   spec = _spec(n_towers=n_towers, batch_size_per_tower=ROWS_PER_UPDATE // (n_towers * accum),
-               reduction=reduction, grad_accum_steps=accum)
+               reduction=reduction, accum_steps=accum)
   ref_initial, ref_final = one_tower_run
   stock = {name: value for name, value in ref_initial.items()
            if name in {n for n, _ in modeling.stock_variable_shapes(CONFIG)}}
@@ -104,8 +108,8 @@ def test_reductions_and_accumulation_equal_one_tower_with_the_whole_batch(
 def test_allreduce_replicas_live_on_their_devices_and_packs_follow_variable_order():
   with tf.Graph().as_default():
     features = {k: tf.constant(v) for k, v in _data().items()}
-    result = tower_utils.build_towers(_tower_fn, features, 2, reduction="allreduce",
-                                      pack_mb=0.001)
+    result = tower_utils.build_towers(
+        _tower_fn, features, tower_utils.parallel_spec(2, "allreduce", pack_mb=0.001))
     assert len(result.replica_grads_and_vars) == 2
     for replica, grads_and_vars in enumerate(result.replica_grads_and_vars):
       for grad, var in grads_and_vars:
@@ -119,7 +123,7 @@ def test_allreduce_replicas_live_on_their_devices_and_packs_follow_variable_orde
     on_cpu0 = [op for op in reduces if op.device.endswith("CPU:0")]
     for previous, op in zip(on_cpu0, on_cpu0[1:]):
       assert previous in op.control_inputs
-  assert tower_utils.pack_plan([3, None, 5, 2, 10, 1], 6) == [[0, 2], [3, 4], [5]]
+  assert collective.pack_plan([3, None, 5, 2, 10, 1], 6) == [[0, 2], [3, 4], [5]]
 
 
 @pytest.mark.parametrize("dtype,atol", [(tf.float16, 2e-2), (tf.bfloat16, 6e-2)])
@@ -223,10 +227,10 @@ def _input_fn(delay_seconds=0.0):
     with tf.control_dependencies([wait]):
       return {k: tf.identity(v) for k, v in features.items()}
 
-  def input_fn(global_batch_size, seed):
-    del seed
+  def input_fn(rows, seed, shard):
+    del seed, shard
     dataset = tf.data.Dataset.from_tensor_slices(_two_updates_data()).repeat()
-    dataset = dataset.batch(global_batch_size, drop_remainder=True)
+    dataset = dataset.batch(rows, drop_remainder=True)
     return dataset.map(slow) if delay_seconds else dataset
 
   return input_fn
@@ -234,7 +238,7 @@ def _input_fn(delay_seconds=0.0):
 
 def test_fp16_allreduce_accumulated_training_saves_a_stock_float32_checkpoint(tmp_path):
   spec = _spec(output_dir=str(tmp_path), n_towers=2, batch_size_per_tower=1, num_train_steps=3,
-               precision="fp16", reduction="allreduce", grad_accum_steps=3)
+               precision="fp16", reduction="allreduce", accum_steps=3)
   assert training.global_batch_size(spec) == 6
   assert training.train(_tower_fn, _input_fn(), spec)["global_step"] == 3
   checkpoint = tf.train.latest_checkpoint(str(tmp_path))
@@ -264,7 +268,7 @@ def test_bf16_training_logs_the_input_wait(tmp_path, caplog):
 def test_xla_compiles_each_tower_forward_and_backward():
   with tf.Graph().as_default() as graph:
     features = {k: tf.constant(v) for k, v in _data().items()}
-    tower_utils.build_towers(_tower_fn, features, 2, use_xla=True)
+    tower_utils.build_towers(_tower_fn, features, tower_utils.parallel_spec(2), use_xla=True)
     for i in range(2):
       matmuls = [op for op in graph.get_operations()
                  if op.name.startswith("tower_%d/" % i) and op.type == "MatMul"]
@@ -283,13 +287,23 @@ def test_speed_flags_reach_the_train_spec_and_the_global_batch():
     FLAGS(["run_classifier_mgpu.py"] + args)
     assert common_flags.global_batch_size() == 64
     spec = common_flags.train_spec(100, 10)
-    assert (spec.precision, spec.use_xla, spec.reduction, spec.grad_accum_steps,
-            spec.optimizer, spec.allreduce_pack_mb) == ("bf16", True, "allreduce", 4, "lamb", 8.0)
+    assert (spec.precision, spec.use_xla, spec.parallel.reduction, spec.parallel.accum_steps,
+            spec.optimizer, spec.parallel.pack_mb) == ("bf16", True, "allreduce", 4, "lamb", 8.0)
+    assert spec.parallel.n_towers == 2 and spec.parallel.cluster.num_workers == 1
     FLAGS.unparse_flags()
     FLAGS(["run_classifier_mgpu.py", "--use_fp16", "--use_bf16"])
     with pytest.raises(Exception, match="exclude each other"):
       common_flags.tower_flag_checks()
   finally:
     FLAGS.unparse_flags()
-  # Existing callers that build a TrainSpec without the new fields get the old behaviour.
-  assert _spec()[-6:] == ("fp32", False, "shared", 1, "adamw", tower_utils.DEFAULT_PACK_MB)
+  # Callers that build a TrainSpec without the speed fields get fp32 without XLA, AdamW, and
+  # one process of one tower with the shared reduction.
+  spec = _spec()
+  assert (spec.precision, spec.use_xla, spec.optimizer) == ("fp32", False, "adamw")
+  assert spec.parallel == tower_utils.parallel_spec()
+  assert (spec.parallel.reduction, spec.parallel.accum_steps, spec.parallel.pack_mb) == (
+      "shared", 1, tower_utils.DEFAULT_PACK_MB)
+  with pytest.raises(InputError, match="--optimizer=sgd"):
+    _spec(optimizer="sgd")
+  with pytest.raises(InputError, match="--grad_accum_steps=0"):
+    _spec(accum_steps=0)

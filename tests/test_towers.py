@@ -5,6 +5,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from cli import InputError
+import input_pipeline
 import modeling
 import optimization
 import tower_utils
@@ -26,8 +27,9 @@ def _data(seed=0):
   return {"input_ids": ids, "input_mask": mask, "label": labels}
 
 
-def _tower_fn(features):
+def _tower_fn(features, global_batch):
   """A classifier tower: BERT + softmax on the pooled output (gather => sparse gradients)."""
+  del global_batch
   model = modeling.BertModel(CONFIG, True, features["input_ids"], features["input_mask"])
   weights = tf.get_variable("output_weights", [NUM_LABELS, CONFIG.hidden_size],
                             initializer=tf.truncated_normal_initializer(stddev=0.02))
@@ -42,7 +44,7 @@ def _one_update(n_towers, data):
   with tf.Graph().as_default() as graph:
     tf.set_random_seed(7)
     features = {k: tf.constant(v) for k, v in data.items()}
-    result = tower_utils.build_towers(_tower_fn, features, n_towers)
+    result = tower_utils.build_towers(_tower_fn, features, tower_utils.parallel_spec(n_towers))
     train_op, _ = optimization.create_train_op_from_grads(result.grads_and_vars, 1e-2, 10, 0)
     dense_grads = {v.op.name: tf.convert_to_tensor(g) for g, v in result.grads_and_vars}
     with tf.Session(graph=graph, config=tower_utils.session_config(n_towers)) as sess:
@@ -77,7 +79,7 @@ def _one_update_without_step(data):
   with tf.Graph().as_default() as graph:
     tf.set_random_seed(7)
     features = {k: tf.constant(v) for k, v in data.items()}
-    tower_utils.build_towers(_tower_fn, features, 1)
+    tower_utils.build_towers(_tower_fn, features, tower_utils.parallel_spec(1))
     with tf.Session(graph=graph) as sess:
       sess.run(tf.global_variables_initializer())
       values = sess.run({v.op.name: v for v in tf.trainable_variables()})
@@ -88,7 +90,7 @@ def test_each_tower_runs_on_its_own_device_and_each_variable_exists_once():
   n_towers = 3
   with tf.Graph().as_default() as graph:
     features = {k: tf.constant(v) for k, v in _data().items()}
-    result = tower_utils.build_towers(_tower_fn, features, n_towers)
+    result = tower_utils.build_towers(_tower_fn, features, tower_utils.parallel_spec(n_towers))
     train_op, _ = optimization.create_train_op_from_grads(result.grads_and_vars, 1e-2, 10, 0)
 
     names = [v.op.name for v in tf.global_variables()]
@@ -160,7 +162,7 @@ def test_device_map_is_logged_with_the_physical_card(monkeypatch, caplog):
 @pytest.mark.parametrize("bad", [0, -1])
 def test_fewer_than_one_tower_is_an_input_error(bad):
   with pytest.raises(InputError, match="--n_gpus=%d: expected an integer >= 1" % bad):
-    tower_utils.tower_devices(bad)
+    tower_utils.parallel_spec(bad)
 
 
 def test_average_gradients_of_dense_and_sparse_gradients():
@@ -183,12 +185,14 @@ def test_inference_keeps_every_example_in_order_when_batches_do_not_divide():
   """11 examples, 3 towers x 2 rows: the last global batch is short and padded."""
   num_examples, n_towers = 11, 3
 
-  def input_fn(global_batch_size, seed):
+  def input_fn(rows, seed, shard):
     del seed
+    assert shard == input_pipeline.WHOLE
     ids = np.arange(num_examples, dtype=np.int32)
-    return tf.data.Dataset.from_tensor_slices({"x": ids}).batch(global_batch_size)
+    return tf.data.Dataset.from_tensor_slices({"x": ids}).batch(rows)
 
-  def tower_fn(features):
+  def tower_fn(features, global_batch):
+    del global_batch
     scale = tf.get_variable("scale", [], initializer=tf.constant_initializer(2.0))
     return None, {"doubled": tf.cast(features["x"], tf.float32) * scale}
 

@@ -1,0 +1,323 @@
+"""The processes of a run: one per host, each with `--n_gpus` towers, joined by TensorFlow's runtime.
+
+Where the cluster comes from (the first source present wins; with none, the run is one process,
+exactly as without this module):
+
+1. `--worker_hosts=host:port,host:port,... --task_index=i`.
+2. `TF_CONFIG` (Kubeflow TFJob, Vertex AI): `{"cluster": {"chief": ["h0:p"], "worker": ["h1:p",
+   ...]}, "task": {"type": "worker", "index": 0}}`. `chief` is optional; `ps` and `evaluator`
+   tasks are refused (this project has no parameter servers; the chief evaluates).
+3. Slurm (`srun`): `SLURM_PROCID`, `SLURM_NTASKS` > 1, `SLURM_STEP_NODELIST` and
+   `SLURM_STEP_TASKS_PER_NODE` (block distribution); every task listens on `--worker_port` plus
+   its `SLURM_LOCALID`.
+
+Ranks. The chief job's task (if any) comes first, then the worker tasks in order; rank 0 is the
+chief: it leads the collective groups, restores and writes checkpoints, summaries and results.
+
+Each process starts one `tf.distribute.Server` (gRPC) for the cluster and runs its own Session
+against it. Its device filters show it only its own devices, so processes never place ops on
+each other; they meet only in collective ops. Before training, `handshake` gathers from every
+process the facts that must agree (tower count, batch, model, steps...) and what only the chief
+knows (the step of its latest checkpoint); a mismatch or a process that never joins is a
+one-line error naming the task.
+"""
+
+import collections
+import hashlib
+import json
+import os
+import re
+import socket
+import time
+
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+from tensorflow.python.ops import collective_ops  # pylint: disable=g-direct-tensorflow-import
+
+from cli import InputError
+from parallel import collective
+
+Task = collections.namedtuple("Task", ["job", "index", "address"])
+
+
+class Cluster(object):
+  """The tasks of a run in rank order, and which one this process is."""
+
+  def __init__(self, tasks, rank, source):
+    """tasks: list of Task in rank order (empty: one process); rank: this process's position."""
+    self.tasks = tuple(tasks)
+    self.rank = rank
+    self.source = source
+
+  @property
+  def num_workers(self):
+    """Processes in the run (1 without a cluster)."""
+    return max(len(self.tasks), 1)
+
+  @property
+  def is_chief(self):
+    return self.rank == 0
+
+  def device_prefix(self, rank=None):
+    """'/job:worker/replica:0/task:1' for a task (this one by default); '' in one process."""
+    if not self.tasks:
+      return ""
+    task = self.tasks[self.rank if rank is None else rank]
+    return "/job:%s/replica:0/task:%d" % (task.job, task.index)
+
+  def describe(self, rank=None):
+    """'task 1 (worker:1 at host:port)', for logs and errors."""
+    rank = self.rank if rank is None else rank
+    if not self.tasks:
+      return "the single process"
+    task = self.tasks[rank]
+    return "task %d (%s:%d at %s)" % (rank, task.job, task.index, task.address)
+
+  def cluster_spec(self):
+    """dict job -> list of addresses, as tf.train.ClusterSpec takes it."""
+    jobs = collections.OrderedDict()
+    for task in self.tasks:
+      jobs.setdefault(task.job, []).append(task.address)
+    return jobs
+
+
+SINGLE_PROCESS = Cluster([], 0, "no cluster configured")
+
+
+def resolve(worker_hosts=None, task_index=None, worker_port=2222, environ=None):
+  """The cluster of this run, from the flags, TF_CONFIG or Slurm (see the module docstring).
+
+  Raises:
+    InputError: a malformed source, a task outside the cluster, or a duplicate address.
+  """
+  environ = os.environ if environ is None else environ
+  if worker_hosts:
+    cluster = _from_flags(worker_hosts, task_index)
+  elif environ.get("TF_CONFIG", "").strip():
+    cluster = _from_tf_config(environ["TF_CONFIG"])
+  elif int(environ.get("SLURM_NTASKS", "1") or 1) > 1 and "SLURM_PROCID" in environ:
+    cluster = _from_slurm(environ, worker_port)
+  else:
+    return SINGLE_PROCESS
+  addresses = [t.address for t in cluster.tasks]
+  duplicates = sorted(set(a for a in addresses if addresses.count(a) > 1))
+  if duplicates:
+    raise InputError("%s: address %s is given to more than one task" %
+                     (cluster.source, duplicates[0]))
+  return cluster
+
+
+def _check_address(address, source):
+  if not re.match(r"^[^\s:,]+:\d{1,5}$", address) or not 0 < int(address.rsplit(":", 1)[1]) < 65536:
+    raise InputError("%s: %r is not host:port" % (source, address))
+  return address
+
+
+def _from_flags(worker_hosts, task_index):
+  source = "--worker_hosts=%s" % worker_hosts
+  hosts = [_check_address(h.strip(), source) for h in worker_hosts.split(",") if h.strip()]
+  if task_index is None or not 0 <= task_index < len(hosts):
+    raise InputError("--task_index=%s: expected 0 to %d, this process's position in "
+                     "--worker_hosts" % (task_index, len(hosts) - 1))
+  return Cluster([Task("worker", i, h) for i, h in enumerate(hosts)], task_index,
+                 "--worker_hosts")
+
+
+def _from_tf_config(text):
+  source = "TF_CONFIG"
+  try:
+    config = json.loads(text)
+  except ValueError as e:
+    raise InputError("TF_CONFIG is not valid JSON (%s): %.80s" % (e, text))
+  if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
+    raise InputError('TF_CONFIG: expected {"cluster": {"worker": ["host:port", ...]}, "task": '
+                     '{"type": "worker", "index": i}}, got %.80s' % text)
+  jobs = config["cluster"]
+  unknown = sorted(set(jobs) - {"chief", "worker"})
+  if unknown:
+    raise InputError("TF_CONFIG: job %r is not supported (only chief and worker: there are no "
+                     "parameter servers, and the chief evaluates)" % unknown[0])
+  tasks = []
+  for job in ("chief", "worker"):
+    addresses = jobs.get(job) or []
+    if not isinstance(addresses, list):
+      raise InputError("TF_CONFIG: cluster.%s must be a list of host:port" % job)
+    tasks += [Task(job, i, _check_address(str(a), source)) for i, a in enumerate(addresses)]
+  if len(jobs.get("chief") or []) > 1:
+    raise InputError("TF_CONFIG: cluster.chief must hold one address, got %d" %
+                     len(jobs["chief"]))
+  if not tasks:
+    raise InputError("TF_CONFIG: cluster has no chief or worker addresses")
+  task = config.get("task")
+  if not isinstance(task, dict) or task.get("type") not in jobs:
+    raise InputError("TF_CONFIG: task.type must be one of the cluster's jobs %s, got %r" %
+                     (sorted(jobs), task.get("type") if isinstance(task, dict) else task))
+  index = task.get("index", 0)
+  if not isinstance(index, int) or not 0 <= index < len(jobs[task["type"]]):
+    raise InputError("TF_CONFIG: task.index=%r is outside cluster.%s (%d tasks)" %
+                     (index, task["type"], len(jobs[task["type"]])))
+  rank = [(t.job, t.index) for t in tasks].index((task["type"], index))
+  return Cluster(tasks, rank, source)
+
+
+def expand_slurm_hostlist(hostlist):
+  """'node[01-03,07],gpu5' -> ['node01', 'node02', 'node03', 'node07', 'gpu5'] (Slurm syntax)."""
+  names = []
+  for part in re.findall(r"(?:[^,\[]|\[[^\]]*\])+", hostlist):
+    match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", part)
+    if not match:
+      names.append(part)
+      continue
+    prefix, ranges, rest = match.groups()
+    for item in ranges.split(","):
+      low, _, high = item.partition("-")
+      width = len(low)
+      for n in range(int(low), int(high or low) + 1):
+        names += expand_slurm_hostlist("%s%0*d%s" % (prefix, width, n, rest))
+  return names
+
+
+def _expand_tasks_per_node(text):
+  """'2(x3),1' -> [2, 2, 2, 1]."""
+  counts = []
+  for item in text.split(","):
+    match = re.match(r"^(\d+)(?:\(x(\d+)\))?$", item.strip())
+    if not match:
+      raise InputError("SLURM_STEP_TASKS_PER_NODE=%s: not Slurm's N(xM),... form" % text)
+    counts += [int(match.group(1))] * int(match.group(2) or 1)
+  return counts
+
+
+def _from_slurm(environ, worker_port):
+  source = "Slurm (SLURM_STEP_NODELIST)"
+  try:
+    ntasks, rank = int(environ["SLURM_NTASKS"]), int(environ["SLURM_PROCID"])
+    nodes = expand_slurm_hostlist(environ.get("SLURM_STEP_NODELIST") or
+                                  environ["SLURM_JOB_NODELIST"])
+    per_node = _expand_tasks_per_node(environ.get("SLURM_STEP_TASKS_PER_NODE") or
+                                      environ.get("SLURM_TASKS_PER_NODE", "1"))
+  except (KeyError, ValueError) as e:
+    raise InputError("Slurm environment incomplete or malformed (%s): expected SLURM_PROCID, "
+                     "SLURM_NTASKS, SLURM_STEP_NODELIST and SLURM_STEP_TASKS_PER_NODE" % e)
+  if len(per_node) != len(nodes) or sum(per_node) != ntasks:
+    raise InputError("Slurm: %d node(s) %s with %s tasks each do not make SLURM_NTASKS=%d" %
+                     (len(nodes), nodes, per_node, ntasks))
+  addresses = ["%s:%d" % (node, worker_port + local)
+               for node, count in zip(nodes, per_node) for local in range(count)]
+  return Cluster([Task("worker", i, a) for i, a in enumerate(addresses)], rank, source)
+
+
+# One server per process, for the life of the process (TensorFlow cannot stop one).
+_SERVER = {}
+
+
+def session_config(cluster, config):
+  """`config` plus what a Session of this task needs: the collective group leader, and device
+  filters that show it only its own devices."""
+  if not cluster.tasks:
+    return config
+  config = tf.ConfigProto.FromString(config.SerializeToString())
+  config.experimental.collective_group_leader = cluster.device_prefix(0)
+  del config.device_filters[:]
+  config.device_filters.append(cluster.device_prefix())
+  return config
+
+
+def session_target(cluster, config):
+  """The Session target of this process: '' in one process, else its server (started once)."""
+  if not cluster.tasks:
+    return ""
+  if "server" not in _SERVER:
+    task = cluster.tasks[cluster.rank]
+    try:
+      _SERVER["server"] = tf.distribute.Server(
+          tf.train.ClusterSpec(cluster.cluster_spec()), job_name=task.job,
+          task_index=task.index, config=session_config(cluster, config), start=True)
+    except (tf.errors.OpError, RuntimeError) as e:
+      raise InputError("%s: cannot start this process's server at %s (%s); is the port free?" %
+                       (cluster.source, task.address, str(e).splitlines()[0][:120]))
+    logging.info("Joined the cluster as %s; chief: %s; %d processes (%s)", cluster.describe(),
+                 cluster.describe(0), cluster.num_workers, cluster.source)
+  return _SERVER["server"].target
+
+
+def _fact_value(value):
+  """An int64 for a fact: ints as they are, anything else hashed (62 bits)."""
+  if isinstance(value, (bool, int, np.integer)):
+    return int(value)
+  digest = hashlib.sha1(repr(value).encode("utf-8")).hexdigest()
+  return int(digest[:15], 16)
+
+
+def handshake(cluster, config, must_agree, from_chief, timeout_s):
+  """Waits for every process, checks that `must_agree` is the same everywhere, returns the chief's
+  `from_chief`.
+
+  Args:
+    cluster: Cluster (with tasks).
+    config: the ConfigProto of this run's sessions.
+    must_agree: OrderedDict name -> int or str (a flag value, a digest of the model config...).
+    from_chief: OrderedDict name -> int that only the chief's value counts for.
+    timeout_s: how long to wait for the slowest process.
+
+  Returns:
+    dict name -> the chief's int value of each `from_chief` entry.
+
+  Raises:
+    InputError: a process disagrees (naming it, the fact and both values) or has not joined.
+  """
+  names = list(must_agree) + list(from_chief)
+  mine = [cluster.rank] + [_fact_value(v) for v in list(must_agree.values()) +
+                           list(from_chief.values())]
+  target = session_target(cluster, config)
+  with tf.Graph().as_default():
+    with tf.device(cluster.device_prefix() + "/device:CPU:0"):
+      gathered = collective_ops.all_gather(
+          tf.constant([mine], tf.int64), cluster.num_workers,
+          collective.group_key([cluster.device_prefix(r) for r in range(cluster.num_workers)]),
+          collective.instance_key(), communication_hint="ring", timeout=timeout_s)
+    try:
+      with tf.Session(target, config=session_config(cluster, config)) as sess:
+        rows = sess.run(gathered)
+    except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError) as e:
+      raise InputError(_why_not_joined(cluster, timeout_s, e))
+  by_rank = {int(row[0]): row[1:] for row in rows}
+  chief = by_rank[0]
+  for rank in sorted(by_rank):
+    for j, name in enumerate(must_agree):
+      if by_rank[rank][j] != chief[j]:
+        numeric = isinstance(must_agree[name], (bool, int, np.integer))
+        values = " (%d there, %d on the chief)" % (by_rank[rank][j], chief[j]) if numeric else ""
+        raise InputError("%s has a different %s than the chief, %s%s: start every process with "
+                         "the same flags, model and training data" %
+                         (cluster.describe(rank), name, cluster.describe(0), values))
+  logging.info("All %d processes joined and agree on %s", cluster.num_workers,
+               ", ".join(must_agree))
+  return {name: int(chief[len(must_agree) + i]) for i, name in enumerate(from_chief)}
+
+
+def _why_not_joined(cluster, timeout_s, error):
+  """The one-line reason for a failed handshake: which tasks do not answer, if we can tell."""
+  silent = [r for r in range(cluster.num_workers)
+            if r != cluster.rank and not _reachable(cluster.tasks[r].address)]
+  if silent:
+    return ("%s not reachable after %d s: nothing listens there (not started, crashed, or a "
+            "different --worker_hosts/TF_CONFIG); see --collective_timeout_s" %
+            (", ".join(cluster.describe(r) for r in silent), timeout_s))
+  return ("the other processes did not all join within %d s (%s); start every process with "
+          "the same cluster and flags, or raise --collective_timeout_s" %
+          (timeout_s, type(error).__name__))
+
+
+def _reachable(address, seconds=2.0):
+  """Whether something accepts TCP connections at host:port within `seconds`."""
+  host, port = address.rsplit(":", 1)
+  deadline = time.time() + seconds
+  while time.time() < deadline:
+    try:
+      with socket.create_connection((host, int(port)), timeout=0.5):
+        return True
+    except OSError:
+      time.sleep(0.2)
+  return False
