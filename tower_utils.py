@@ -236,6 +236,10 @@ class GlobalBatch(object):
         Applied once per micro-batch to this process's features; towers calling it with the
         same function share the result.
 
+    With gradient accumulation each micro-batch is normalised by its own count (the counts of
+    later micro-batches are not known yet), and the update averages the K micro-batch losses:
+    equal to one pass over the effective batch when the micro-batches hold equal counts.
+
     Returns:
       count summed over every process's micro-batch / number of towers of all processes.
     """

@@ -93,6 +93,7 @@ TrainGraph = collections.namedtuple("TrainGraph", [
     "sync_op",  # gives every copy of the variables the chief's values (after init/restore)
     "ready_time",  # float64 scalar: when the micro-batch left the input pipeline, or None
     "strategy",  # the parallel strategy: savable_variables(), is_chief, consistency_check()
+    "grads_and_vars",  # replica 0's reduced (gradient, variable) pairs of the update
 ])
 
 
@@ -128,7 +129,8 @@ def build_train_graph(tower_fn, features, spec):
       loss_scale=loss_scale)
   return TrainGraph(train_op, towers.accumulate_ops, towers.loss, learning_rate,
                     loss_scale.scale if loss_scale else None, global_step,
-                    towers.strategy.post_init_op(), ready_time, towers.strategy)
+                    towers.strategy.post_init_op(), ready_time, towers.strategy,
+                    towers.grads_and_vars)
 
 
 def _in_precision(tower_fn, dtype):

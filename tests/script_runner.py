@@ -43,3 +43,43 @@ def write_tiny_bert_config(path, vocab_size, max_position_embeddings=64, hidden_
   with open(path, "w") as f:
     json.dump(config, f)
   return str(path)
+
+
+def free_ports(n):
+  """n TCP ports on localhost that were free a moment ago."""
+  import socket  # pylint: disable=g-import-not-at-top
+  sockets = [socket.socket() for _ in range(n)]
+  try:
+    for s in sockets:
+      s.bind(("localhost", 0))
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+def run_processes(commands, timeout, env_updates=None):
+  """Starts every command (argv lists) at once and waits at most `timeout` seconds for all.
+
+  Returns:
+    list of (returncode or None if it had to be killed, stdout, stderr) per command. Only the
+    processes started here are ended, by their PIDs.
+  """
+  env = dict(os.environ)
+  env.update({"CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
+              "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONPATH": REPO_ROOT})
+  env.update(env_updates or {})
+  procs = [subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True) for cmd in commands]
+  import time  # pylint: disable=g-import-not-at-top
+  deadline = time.time() + timeout
+  results = []
+  for proc in procs:
+    try:
+      out, err = proc.communicate(timeout=max(deadline - time.time(), 1))
+      results.append((proc.returncode, out, err))
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      out, err = proc.communicate()
+      results.append((None, out, err))
+  return results

@@ -1,0 +1,136 @@
+"""Two updates of a small BERT classifier on a fixed global batch, in one process or as a worker.
+
+Used by test_multiworker.py: the test process runs the reference (one process, 4 towers); each
+worker process runs this file as a script (2 towers each) and saves what it saw to an .npz:
+
+  python tests/multiworker_case.py --worker_hosts=localhost:P0,localhost:P1 --task_index=i \
+      --init=init.npz --out=out_dir
+
+The loss of each tower is a weighted sum divided by the global normaliser
+(GlobalBatch.loss_denominator), with row weights that differ between towers and processes, so
+a per-tower or per-process normalisation would give different numbers.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+import modeling  # pylint: disable=g-import-not-at-top,wrong-import-position
+from parallel import cluster as cluster_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tower_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
+import training  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
+                             num_attention_heads=4, intermediate_size=32,
+                             max_position_embeddings=16, hidden_dropout_prob=0.0,
+                             attention_probs_dropout_prob=0.0)
+ROWS_PER_UPDATE, SEQ, NUM_LABELS, UPDATES = 8, 8, 3, 2
+TOWERS_TOTAL = 4
+# (reduction, accumulation steps) of every case, run in this order by every process.
+CASES = [("shared", 1), ("allreduce", 1), ("shared", 2), ("allreduce", 2)]
+
+
+def data():
+  """UPDATES * ROWS_PER_UPDATE rows: ids, mask, labels and per-row loss weights (0.5 to 3)."""
+  rng = np.random.RandomState(0)
+  rows = UPDATES * ROWS_PER_UPDATE
+  mask = np.ones((rows, SEQ), np.int32)
+  mask[::3, 5:] = 0
+  return {"input_ids": rng.randint(1, CONFIG.vocab_size, size=(rows, SEQ)).astype(np.int32),
+          "input_mask": mask,
+          "label": rng.randint(0, NUM_LABELS, size=(rows,)).astype(np.int32),
+          "weight": rng.uniform(0.5, 3.0, size=(rows,)).astype(np.float32)}
+
+
+def total_weight(features):
+  return tf.reduce_sum(features["weight"])
+
+
+def tower_fn(features, global_batch):
+  """BERT + softmax; the weighted loss over the global batch's total weight."""
+  model = modeling.BertModel(CONFIG, True, features["input_ids"], features["input_mask"])
+  weights = tf.get_variable("output_weights", [NUM_LABELS, CONFIG.hidden_size],
+                            initializer=tf.truncated_normal_initializer(stddev=0.02))
+  logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=features["label"],
+                                                               logits=logits)
+  loss = tf.reduce_sum(per_example * features["weight"]) / global_batch.loss_denominator(
+      total_weight)
+  return loss, {}
+
+
+def process_rows(rank, num_workers, accum):
+  """Indices of the rows this process feeds, micro-batch after micro-batch, in order."""
+  micro = ROWS_PER_UPDATE // accum
+  share = micro // num_workers
+  return np.concatenate([np.arange(start + rank * share, start + (rank + 1) * share)
+                         for start in range(0, UPDATES * ROWS_PER_UPDATE, micro)])
+
+
+def run(reduction, accum, cluster, init_values):
+  """Two updates; returns {"loss_k", "grad/<var>" (update 1), "<var>" (after)} as numpy."""
+  n_towers = TOWERS_TOTAL // cluster.num_workers
+  parallel = tower_utils.parallel_spec(n_towers, reduction, accum, pack_mb=0.01, cluster=cluster,
+                                       collective_timeout_s=60)
+  spec = training.TrainSpec(
+      output_dir=None, parallel=parallel,
+      batch_size_per_tower=ROWS_PER_UPDATE // (TOWERS_TOTAL * accum), num_train_steps=10,
+      num_warmup_steps=0, learning_rate=1e-2, init_checkpoint=None, save_checkpoints_steps=100,
+      log_every_n_steps=1, keep_checkpoint_max=1, seed=0)
+  rows = process_rows(cluster.rank, cluster.num_workers, accum)
+  feed = {k: v[rows] for k, v in data().items()}
+  with tf.Graph().as_default():
+    tf.set_random_seed(7)
+    with tf.device(tower_utils.input_device(parallel)):
+      dataset = tf.data.Dataset.from_tensor_slices(feed).batch(spec.batch_size_per_tower *
+                                                                n_towers)
+      features = tf.data.make_one_shot_iterator(dataset).get_next()
+    graph = training.build_train_graph(tower_fn, features, spec)
+    savable = {v.op.name: v for v in graph.strategy.savable_variables()}
+    grads = {"grad/" + v.op.name: tf.convert_to_tensor(g) for g, v in graph.grads_and_vars
+             if g is not None}
+    init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
+    with tower_utils.new_session(parallel) as sess:
+      sess.run(init)
+      if cluster.is_chief:
+        for name, value in init_values.items():
+          savable[name].load(value, sess)
+      sess.run(graph.sync_op)
+      out = {}
+      for k in range(UPDATES):
+        fetches = {"step": graph.train_op}
+        if k == 0:
+          fetches.update(grads)
+        results, loss, _ = training.run_update(sess, graph, accum, fetches)
+        out["loss_%d" % k] = np.float32(loss)
+        out.update({n: v for n, v in results.items() if n.startswith("grad/")})
+      out.update(sess.run(savable))
+      out["checksums"] = np.array(sess.run(graph.strategy.consistency_check()))
+  return out
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--worker_hosts")
+  parser.add_argument("--task_index", type=int)
+  parser.add_argument("--init")
+  parser.add_argument("--out")
+  args = parser.parse_args()
+  tf.disable_v2_behavior()
+  cluster = cluster_lib.resolve(args.worker_hosts, args.task_index)
+  init_values = dict(np.load(args.init))
+  for reduction, accum in CASES:
+    out = run(reduction, accum, cluster, init_values)
+    np.savez(os.path.join(args.out, "%s_%d_task%d.npz" % (reduction, accum, cluster.rank)),
+             **out)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,75 @@
+"""Multi-process training on localhost: 2 processes x 2 towers == 1 process x 4 towers."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+import multiworker_case as case
+from parallel import cluster as cluster_lib
+import script_runner
+import tower_utils
+
+
+@pytest.fixture(scope="module")
+def init_values(tmp_path_factory):
+  """The starting weights of every run: one initialization, saved for the worker processes."""
+  with tf.Graph().as_default():
+    tf.set_random_seed(7)
+    features = {k: tf.constant(v[:case.ROWS_PER_UPDATE]) for k, v in case.data().items()}
+    tower_utils.build_towers(case.tower_fn, features, tower_utils.parallel_spec(1))
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      values = sess.run({v.op.name: v for v in tf.trainable_variables()})
+  path = str(tmp_path_factory.mktemp("init") / "init.npz")
+  np.savez(path, **values)
+  return path, values
+
+
+@pytest.fixture(scope="module")
+def worker_results(init_values, tmp_path_factory):
+  """Every case of multiworker_case.CASES, run by 2 worker processes of 2 towers each."""
+  out = str(tmp_path_factory.mktemp("workers"))
+  hosts = ",".join("localhost:%d" % p for p in script_runner.free_ports(2))
+  commands = [[sys.executable, os.path.join(script_runner.REPO_ROOT, "tests",
+                                            "multiworker_case.py"),
+               "--worker_hosts=" + hosts, "--task_index=%d" % i, "--init=" + init_values[0],
+               "--out=" + out] for i in range(2)]
+  for returncode, _, stderr in script_runner.run_processes(commands, timeout=400):
+    assert returncode == 0, stderr[-3000:]
+  return {(reduction, accum, task): dict(np.load(os.path.join(
+      out, "%s_%d_task%d.npz" % (reduction, accum, task))))
+          for reduction, accum in case.CASES for task in range(2)}
+
+
+@pytest.mark.parametrize("reduction,accum", case.CASES)
+def test_two_processes_of_two_towers_equal_one_process_of_four(init_values, worker_results,
+                                                               reduction, accum):
+  # The same accumulation in one process: a weighted loss is normalised per micro-batch.
+  reference = case.run("shared", accum, cluster_lib.SINGLE_PROCESS, init_values[1])
+  chief, other = worker_results[(reduction, accum, 0)], worker_results[(reduction, accum, 1)]
+  # Loss of each update, the averaged gradients of update 1, and every variable and Adam slot
+  # (global_step too) after both updates.
+  assert set(chief) == set(reference)
+  assert any(name.endswith("/adam_m") for name in reference)
+  assert any(name.startswith("grad/") for name in reference)
+  for name in reference:
+    if name == "checksums":
+      continue
+    np.testing.assert_allclose(chief[name], reference[name], atol=1e-5, rtol=0, err_msg=name)
+    # Both processes hold the same values (each applies the same update to its own copy).
+    np.testing.assert_allclose(other[name], chief[name], atol=1e-6, rtol=0, err_msg=name)
+  # The processes' own check agrees: equal checksums everywhere.
+  assert chief["checksums"][0] == chief["checksums"][1] == other["checksums"][1]
+  # The updates moved the weights, so equality is not between two untouched states.
+  moved = max(np.max(np.abs(reference[n] - init_values[1][n])) for n in init_values[1])
+  assert moved > 1e-3
+
+
+def test_each_process_feeds_a_disjoint_share_of_every_micro_batch():
+  for accum in (1, 2):
+    rows = [case.process_rows(r, 2, accum) for r in range(2)]
+    assert not set(rows[0]) & set(rows[1])
+    assert sorted(np.concatenate(rows)) == list(range(case.UPDATES * case.ROWS_PER_UPDATE))
