@@ -281,14 +281,14 @@ class _StepLogger(object):
                  "of step time (%d of %d steps waited)", step, self._num_train_steps, mean_loss,
                  learning_rate, examples_per_sec, _format_seconds(eta_seconds),
                  100.0 * wait_share, self._updates_that_waited, self._updates)
-    if summary_proto is not None:
-      self._writer.add_summary(summary_proto, step)
-    extra = tf.Summary(value=[
-        tf.Summary.Value(tag="examples_per_sec", simple_value=examples_per_sec),
-        tf.Summary.Value(tag="loss_mean", simple_value=mean_loss),
-        tf.Summary.Value(tag="input_wait_share", simple_value=wait_share)])
-    self._writer.add_summary(extra, step)
-    self._writer.flush()
+    if self._writer is not None:
+      if summary_proto is not None:
+        self._writer.add_summary(summary_proto, step)
+      self._writer.add_summary(tf.Summary(value=[
+          tf.Summary.Value(tag="examples_per_sec", simple_value=examples_per_sec),
+          tf.Summary.Value(tag="loss_mean", simple_value=mean_loss),
+          tf.Summary.Value(tag="input_wait_share", simple_value=wait_share)]), step)
+      self._writer.flush()
     self._last_step, self._last_time, self._losses = step, now, []
     self._waited, self._updates_that_waited, self._updates = 0.0, 0, 0
     return examples_per_sec
@@ -463,15 +463,22 @@ def _peer_faults(parallel):
           tf.errors.CancelledError, tf.errors.InternalError) as e:
     if not parallel.cluster.tasks:
       raise
-    message = str(e)
-    task = re.search(r"/job:(\w+)/replica:0/task:(\d+)", message)
-    who = "a process" if not task else "%s:%s" % task.groups()
+    who = _peer_named_in(str(e), parallel.cluster)
     if isinstance(e, tf.errors.DeadlineExceededError):
       why = "did not answer within --collective_timeout_s=%g s" % parallel.collective_timeout_s
     else:
       why = "dropped out (%s)" % type(e).__name__
     raise InputError("%s %s; %s stops too. Relaunch every process to resume from the chief's "
                      "latest checkpoint" % (who, why, parallel.cluster.describe()))
+
+
+def _peer_named_in(message, cluster):
+  """The other process a TensorFlow error message names ('task 1 (worker:1 at h:p)')."""
+  tasks = [(t.job, t.index) for t in cluster.tasks]
+  for job, index in re.findall(r"/job:(\w+)/replica:0/task:(\d+)", message):
+    if (job, int(index)) in tasks and tasks.index((job, int(index))) != cluster.rank:
+      return cluster.describe(tasks.index((job, int(index))))
+  return "another process"
 
 
 def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer):

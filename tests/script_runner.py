@@ -58,28 +58,41 @@ def free_ports(n):
       s.close()
 
 
-def run_processes(commands, timeout, env_updates=None):
-  """Starts every command (argv lists) at once and waits at most `timeout` seconds for all.
-
-  Returns:
-    list of (returncode or None if it had to be killed, stdout, stderr) per command. Only the
-    processes started here are ended, by their PIDs.
-  """
+def start_processes(commands, env_updates=None):
+  """Starts every command (argv lists) at once, from the repo root on CPU; returns the Popens."""
   env = dict(os.environ)
   env.update({"CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
               "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONPATH": REPO_ROOT})
   env.update(env_updates or {})
-  procs = [subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True) for cmd in commands]
+  return [subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for cmd in commands]
+
+
+def finish_processes(procs, timeout):
+  """Waits at most `timeout` seconds for all of `procs`; kills (by PID) those still running.
+
+  Returns:
+    list of subprocess.CompletedProcess (returncode None for a process that had to be killed).
+  """
   import time  # pylint: disable=g-import-not-at-top
   deadline = time.time() + timeout
   results = []
   for proc in procs:
     try:
       out, err = proc.communicate(timeout=max(deadline - time.time(), 1))
-      results.append((proc.returncode, out, err))
+      results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     except subprocess.TimeoutExpired:
       proc.kill()
       out, err = proc.communicate()
-      results.append((None, out, err))
+      results.append(subprocess.CompletedProcess(proc.args, None, out, err))
   return results
+
+
+def run_processes(commands, timeout, env_updates=None):
+  """start_processes, then finish_processes."""
+  return finish_processes(start_processes(commands, env_updates), timeout)
+
+
+def script_command(script, *args):
+  """argv running one of the project's scripts with this Python."""
+  return [sys.executable, os.path.join(REPO_ROOT, script)] + list(args)

@@ -37,8 +37,8 @@ def worker_results(init_values, tmp_path_factory):
                                             "multiworker_case.py"),
                "--worker_hosts=" + hosts, "--task_index=%d" % i, "--init=" + init_values[0],
                "--out=" + out] for i in range(2)]
-  for returncode, _, stderr in script_runner.run_processes(commands, timeout=400):
-    assert returncode == 0, stderr[-3000:]
+  for proc in script_runner.run_processes(commands, timeout=400):
+    assert proc.returncode == 0, proc.stderr[-3000:]
   return {(reduction, accum, task): dict(np.load(os.path.join(
       out, "%s_%d_task%d.npz" % (reduction, accum, task))))
           for reduction, accum in case.CASES for task in range(2)}

@@ -1,0 +1,199 @@
+"""Run scripts as several processes on localhost: outputs, a killed process, resume, bad input."""
+
+import glob
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from script_runner import CHINESE_VOCAB, assert_one_line_error, finish_processes, free_ports, \
+    run_processes, script_command, start_processes, write_tiny_bert_config
+from test_classifier import _make_task
+from test_rewrite_script import _common_flags as rewrite_flags
+from test_rewrite_script import _write_data as write_rewrite_data
+from test_run_pretraining import _count_records, data  # pylint: disable=unused-import
+
+STEPS_PER_EPOCH = 8  # 64 training rows, 4 rows x 1 tower x 2 processes per step
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+  root = tmp_path_factory.mktemp("mw_task")
+  return _make_task(root / "data"), write_tiny_bert_config(root / "bert_config.json", 21128)
+
+
+def _commands(task, output_dir, hosts, *extra, n_gpus=(1, 1)):
+  """The classifier command of each process of a run on `hosts`."""
+  data_dir, config = task
+  return [script_command(
+      "run_classifier_mgpu.py", "--task_name=tsv", "--data_dir=%s" % data_dir,
+      "--vocab_file=%s" % CHINESE_VOCAB, "--bert_config_file=%s" % config,
+      "--output_dir=%s" % output_dir, "--max_seq_length=16", "--train_batch_size=4",
+      "--predict_batch_size=3", "--eval_batch_size=4", "--learning_rate=1e-3",
+      "--log_every_n_steps=4", "--n_gpus=%d" % n_gpus[i], "--worker_hosts=%s" % hosts,
+      "--task_index=%d" % i, *extra) for i in range(len(n_gpus))]
+
+
+def _hosts(n=2):
+  return ",".join("localhost:%d" % p for p in free_ports(n))
+
+
+def test_two_processes_train_evaluate_predict_and_only_the_chief_writes(task, tmp_path):
+  out = tmp_path / "out"
+  results = run_processes(_commands(task, out, _hosts(), "--do_train", "--do_eval",
+                                    "--do_predict", "--num_train_epochs=2"), timeout=300)
+  chief, worker = results
+  chief_log, worker_log = chief.stderr, worker.stderr
+  assert chief.returncode == 0, chief_log[-3000:]
+  assert worker.returncode == 0, worker_log[-3000:]
+  assert "global batch 8 (4 x 1 towers x 2 processes x 1 accumulation steps), 16 steps" in \
+      chief_log
+  for log in (chief_log, worker_log):
+    assert "Weights identical in all 2 processes at the end of training" in log
+  assert "Training done at step 16; the chief (task 0" in worker_log
+  # The worker cached its data in a scratch directory, removed when it ended.
+  scratch = re.search(r"caches its data in (\S+)", worker_log).group(1)
+  assert scratch != str(out) and not os.path.exists(scratch)
+  # output_dir holds exactly what a one-process run writes: one summary file, one cache per
+  # split, the chief's checkpoints and results.
+  names = sorted(os.listdir(out))
+  assert len([n for n in names if n.startswith("events.out.tfevents")]) == 1, names
+  for split in ("train", "dev", "test"):
+    assert len([n for n in names if n.startswith(split + "-")]) == 1, names
+  assert {"checkpoint", "eval_results.txt", "predict.txt", "test_results.tsv",
+          "labels.txt", "model.ckpt-16.index"} <= set(names)
+  assert len((out / "predict.txt").read_text().splitlines()) == 13
+  assert "global_step = 16" in (out / "eval_results.txt").read_text()
+
+
+def _wait_for(pattern, seconds):
+  deadline = time.time() + seconds
+  while time.time() < deadline:
+    if glob.glob(pattern):
+      return True
+    time.sleep(0.2)
+  return False
+
+
+def _latest_step(out):
+  text = (out / "checkpoint").read_text()
+  return int(re.search(r'model_checkpoint_path: "model.ckpt-(\d+)"', text).group(1))
+
+
+def test_a_killed_process_stops_the_other_and_a_relaunch_resumes(task, tmp_path):
+  out = tmp_path / "out"
+  hosts = _hosts()
+  timeout = 20
+  procs = start_processes(_commands(task, out, hosts, "--do_train", "--num_train_epochs=500",
+                                    "--save_checkpoints_steps=10",
+                                    "--collective_timeout_s=%d" % timeout))
+  try:
+    assert _wait_for(str(out / "model.ckpt-20.index"), 180), "no checkpoint at step 20"
+  finally:
+    procs[1].send_signal(signal.SIGKILL)
+  killed = time.time()
+  chief = finish_processes(procs, timeout=timeout + 60)[0]
+  assert time.time() - killed < timeout + 30
+  assert_one_line_error(chief, "task 1 (worker:1 at %s)" % hosts.split(",")[1],
+                        "Relaunch every process")
+  saved = _latest_step(out)
+  assert 20 <= saved < 500 * STEPS_PER_EPOCH
+
+  # Relaunched (on new ports) with a schedule ending 16 steps later: both continue from the
+  # chief's checkpoint, and the worker learns the step from the chief.
+  epochs = (saved + 16) / float(STEPS_PER_EPOCH)
+  results = run_processes(_commands(task, out, _hosts(), "--do_train",
+                                    "--num_train_epochs=%r" % epochs), timeout=300)
+  chief_log, worker_log = results[0].stderr, results[1].stderr
+  assert results[0].returncode == 0 and results[1].returncode == 0, (chief_log[-2000:],
+                                                                     worker_log[-2000:])
+  assert "Resuming from %s" % (out / ("model.ckpt-%d" % saved)) in chief_log
+  for log in (chief_log, worker_log):
+    assert "steps %d -> %d" % (saved, saved + 16) in log
+  assert _latest_step(out) == saved + 16
+
+
+def test_processes_started_with_different_flags_are_refused(task, tmp_path):
+  results = run_processes(_commands(task, tmp_path / "out", _hosts(), "--do_train",
+                                    n_gpus=(1, 2)), timeout=200)
+  for proc in results:
+    assert_one_line_error(proc, "task 1", "--n_gpus", "(2 there, 1 on the chief)")
+
+
+def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
+  lone_hosts = _hosts()
+  cases = [
+      ({"TF_CONFIG": '{"cluster": '}, ["--worker_hosts="], "TF_CONFIG is not valid JSON"),
+      ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]},
+                                 "task": {"type": "worker", "index": 0}})},
+       ["--worker_hosts="], "job 'ps' is not supported"),
+      ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["localhost:1", "localhost:2"]},
+                                 "task": {"type": "worker", "index": 2}})},
+       ["--worker_hosts="], "task.index=2 is outside cluster.worker (2 tasks)"),
+      ({}, ["--worker_hosts=localhost:1,localhost:2", "--task_index=2"],
+       "--task_index=2: expected 0 to 1"),
+      ({}, ["--worker_hosts=localhost:1,localhost", "--task_index=0"],
+       "'localhost' is not host:port"),
+      # Only the chief is started: the other task never answers.
+      ({}, ["--worker_hosts=%s" % lone_hosts, "--task_index=0", "--collective_timeout_s=5"],
+       "task 1 (worker:1 at %s) not reachable" % lone_hosts.split(",")[1]),
+  ]
+  procs = []
+  for env, flags, _ in cases:
+    command = _commands(task, tmp_path / ("out%d" % len(procs)), "x", "--do_train")[0]
+    command = [a for a in command if not a.startswith(("--worker_hosts", "--task_index"))]
+    procs += start_processes([command + flags], env_updates=env)
+  for proc, (_, _, fragment) in zip(finish_processes(procs, 200), cases):
+    assert_one_line_error(proc, fragment)
+
+
+def _pretraining_commands(data, out, hosts, *extra):
+  return [script_command(
+      "run_pretraining_mgpu.py", "--bert_config_file=" + data["config"],
+      "--vocab_file=" + data["vocab"], "--input_file=" + data["dynamic_mlm"],
+      "--output_dir=%s" % out, "--n_gpus=1", "--train_batch_size=4", "--eval_batch_size=4",
+      "--learning_rate=1e-3", "--num_warmup_steps=1", "--log_every_n_steps=1",
+      "--masking=whole_word", "--worker_hosts=" + hosts, "--task_index=%d" % i, *extra)
+          for i in range(2)]
+
+
+def _rewrite_commands(data_dir, out, hosts, *extra):
+  return [script_command(
+      "run_rewrite_finetune.py", *rewrite_flags(data_dir, str(out)), "--n_gpus=1",
+      "--train_batch_size=8", "--learning_rate=2e-3", "--predict_batch_size=4",
+      "--beam_size=1", "--log_every_n_steps=1", "--worker_hosts=" + hosts,
+      "--task_index=%d" % i, *extra) for i in range(2)]
+
+
+@pytest.mark.parametrize("script", ["pretraining", "rewrite"])
+def test_pretraining_and_rewrite_train_with_two_processes_and_resume(script, data, tmp_path):
+  out = tmp_path / "out"
+  if script == "pretraining":
+    commands = lambda *extra: _pretraining_commands(data, out, _hosts(), *extra)
+    final = ["--do_eval", "--do_predict", "--max_eval_steps=0"]
+  else:
+    data_dir = str(tmp_path / "rewrite_data")
+    num_test = len(write_rewrite_data(data_dir))
+    commands = lambda *extra: _rewrite_commands(data_dir, out, _hosts(), *extra)
+    final = ["--do_predict"]
+  first = run_processes(commands("--do_train", "--num_train_steps=3"), timeout=300)
+  assert [p.returncode for p in first] == [0, 0], first[0].stderr[-2000:] + first[1].stderr[-2000:]
+  assert _latest_step(out) == 3
+  second = run_processes(commands("--do_train", "--num_train_steps=6", *final), timeout=300)
+  assert [p.returncode for p in second] == [0, 0], (second[0].stderr[-2000:] +
+                                                     second[1].stderr[-2000:])
+  assert "Resuming from %s" % (out / "model.ckpt-3") in second[0].stderr
+  for proc in second:
+    assert "steps 3 -> 6" in proc.stderr
+    assert "Weights identical in all 2 processes at the end of training" in proc.stderr
+  assert _latest_step(out) == 6
+  predictions = (out / "predict.txt").read_text(encoding="utf-8").splitlines()
+  if script == "pretraining":
+    assert "global_step = 6" in (out / "eval_results.txt").read_text()
+    assert (out / "export" / "bert_model.ckpt.index").exists()
+    assert len(predictions) == _count_records(data["dynamic_mlm"])
+  else:
+    assert len(predictions) == num_test
