@@ -155,9 +155,10 @@ def session_config(n_towers, use_xla=False, intra_op_threads=0, inter_op_threads
   return cluster_lib.session_config(cluster, config)
 
 
-def new_session(spec, use_xla=False, graph=None):
+def new_session(spec, use_xla=False, graph=None, intra_op_threads=0, inter_op_threads=0):
   """A Session for a graph built with `spec`: local, or this process's server in a cluster."""
-  config = session_config(spec.n_towers, use_xla, cluster=spec.cluster)
+  config = session_config(spec.n_towers, use_xla, intra_op_threads, inter_op_threads,
+                          cluster=spec.cluster)
   return tf.Session(cluster_lib.session_target(spec.cluster, config), graph=graph,
                     config=config)
 

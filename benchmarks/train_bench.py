@@ -197,30 +197,33 @@ def synthetic_batch(config, seq, rows, seed=0):
 class TfRun(object):
   """One configuration's training graph and Session, ready to time rounds of updates."""
 
-  def __init__(self, run, args):
+  def __init__(self, run, args, cluster=None):
+    """run: Run; args: needs threads, inter_op_threads, warmup; cluster: for one process of a
+    multi-process run (parallel.cluster.Cluster), None for a one-process run."""
     self.run = run
     config = bert_config(run.config)
+    parallel = tower_utils.parallel_spec(run.towers, run.reduction, run.accum,
+                                         **({"cluster": cluster} if cluster else {}))
     spec = training.TrainSpec(
-        output_dir=None,
-        parallel=tower_utils.parallel_spec(run.towers, run.reduction, run.accum),
+        output_dir=None, parallel=parallel,
         batch_size_per_tower=run.batch_per_tower, num_train_steps=10 ** 6, num_warmup_steps=0,
         learning_rate=1e-5, init_checkpoint=None, save_checkpoints_steps=10 ** 6,
         log_every_n_steps=10 ** 6, keep_checkpoint_max=1, seed=1, precision=run.precision,
         use_xla=run.xla)
     micro_batch = run.batch_per_tower * run.towers
-    self.global_batch = micro_batch * run.accum
+    self.global_batch = micro_batch * run.accum * parallel.cluster.num_workers
     self._graph = tf.Graph()
     with self._graph.as_default():
       tf.set_random_seed(1)
-      with tf.device("/cpu:0"):
+      with tf.device(tower_utils.input_device(parallel)):
         dataset = tf.data.Dataset.from_tensors(synthetic_batch(config, run.seq, micro_batch))
         dataset = training.stamp_ready_time(dataset.repeat())
         features = tf.data.make_one_shot_iterator(dataset).get_next()
       self._train_graph = training.build_train_graph(
           run_classifier_mgpu.make_tower_fn(config, 2, is_training=True), features, spec)
       init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
-    self._sess = tf.Session(graph=self._graph, config=tower_utils.session_config(
-        run.towers, run.xla, args.threads, args.inter_op_threads))
+    self._sess = tower_utils.new_session(parallel, run.xla, self._graph, args.threads,
+                                         args.inter_op_threads)
     self._sess.run(init_op)
     self._sess.run(self._train_graph.sync_op)
     for _ in range(args.warmup):

@@ -1,0 +1,69 @@
+"""parallel/cluster.py: where a run's processes come from (flags, TF_CONFIG, Slurm)."""
+
+import json
+
+import pytest
+
+from cli import InputError
+from parallel import cluster
+
+
+def test_no_source_is_one_process():
+  single = cluster.resolve(None, None, environ={})
+  assert single is cluster.SINGLE_PROCESS
+  assert (single.num_workers, single.is_chief, single.device_prefix()) == (1, True, "")
+
+
+def test_worker_hosts_and_task_index():
+  c = cluster.resolve("h0:2222,h1:2222,h2:3333", 2, environ={"TF_CONFIG": "ignored"})
+  assert (c.num_workers, c.rank, c.is_chief) == (3, 2, False)
+  assert c.device_prefix() == "/job:worker/replica:0/task:2"
+  assert c.device_prefix(0) == "/job:worker/replica:0/task:0"
+  assert c.cluster_spec() == {"worker": ["h0:2222", "h1:2222", "h2:3333"]}
+  assert c.describe() == "task 2 (worker:2 at h2:3333)"
+
+
+def test_tf_config_with_a_chief_puts_it_first():
+  env = {"TF_CONFIG": json.dumps({"cluster": {"worker": ["w0:1", "w1:1"], "chief": ["c:1"]},
+                                  "task": {"type": "worker", "index": 1}})}
+  c = cluster.resolve(None, None, environ=env)
+  assert [t.address for t in c.tasks] == ["c:1", "w0:1", "w1:1"]
+  assert c.rank == 2 and not c.is_chief
+  assert c.device_prefix(0) == "/job:chief/replica:0/task:0"
+  assert c.device_prefix() == "/job:worker/replica:0/task:1"
+  env["TF_CONFIG"] = json.dumps({"cluster": {"worker": ["w0:1"], "chief": ["c:1"]},
+                                 "task": {"type": "chief", "index": 0}})
+  assert cluster.resolve(None, None, environ=env).is_chief
+
+
+def test_slurm_hostlists_and_tasks_per_node():
+  assert cluster.expand_slurm_hostlist("node[01-03,07],gpu5") == [
+      "node01", "node02", "node03", "node07", "gpu5"]
+  assert cluster.expand_slurm_hostlist("r[1-2]n[8-9]") == ["r1n8", "r1n9", "r2n8", "r2n9"]
+  env = {"SLURM_NTASKS": "5", "SLURM_PROCID": "3", "SLURM_STEP_NODELIST": "n[1-2],m7",
+         "SLURM_STEP_TASKS_PER_NODE": "2(x2),1"}
+  c = cluster.resolve(None, None, worker_port=4000, environ=env)
+  assert [t.address for t in c.tasks] == ["n1:4000", "n1:4001", "n2:4000", "n2:4001", "m7:4000"]
+  assert c.rank == 3 and c.source.startswith("Slurm")
+  # One Slurm task, or no SLURM_PROCID (inside salloc, outside srun): one process.
+  assert cluster.resolve(None, None, environ={"SLURM_NTASKS": "1", "SLURM_PROCID": "0"}) is \
+      cluster.SINGLE_PROCESS
+  assert cluster.resolve(None, None, environ={"SLURM_NTASKS": "4"}) is cluster.SINGLE_PROCESS
+
+
+@pytest.mark.parametrize("hosts,index,environ,message", [
+    ("h0:1,h1:1", 2, {}, "--task_index=2: expected 0 to 1"),
+    ("h0:1,h1:1", None, {}, "--task_index=None"),
+    ("h0:1,h0:1", 0, {}, "address h0:1 is given to more than one task"),
+    ("h0:99999", 0, {}, "'h0:99999' is not host:port"),
+    (None, None, {"TF_CONFIG": "[]"}, "TF_CONFIG: expected"),
+    (None, None, {"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief"}}'},
+     "task.type must be one of the cluster's jobs ['worker'], got 'chief'"),
+    (None, None, {"TF_CONFIG": '{"cluster": {"worker": ["a:1"], "evaluator": ["b:1"]}}'},
+     "job 'evaluator' is not supported"),
+    (None, None, {"SLURM_NTASKS": "3", "SLURM_PROCID": "0", "SLURM_STEP_NODELIST": "n[1-2]",
+                  "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}, "do not make SLURM_NTASKS=3"),
+])
+def test_bad_cluster_descriptions_name_what_is_wrong(hosts, index, environ, message):
+  with pytest.raises(InputError, match=message.replace("[", r"\[").replace("(", r"\(")):
+    cluster.resolve(hosts, index, environ=environ)
