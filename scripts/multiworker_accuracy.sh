@@ -9,20 +9,13 @@ source "$(dirname "$0")/setup_env.sh"
 DATA="${1:-/work/shared/data/classify/chnsenticorp}"
 OUT="${2:-output/multiworker_accuracy}"
 mkdir -p "$OUT"
-python - "$OUT/bert_config.json" <<'PY'
-import json, sys
-json.dump({"vocab_size": 21128, "hidden_size": 128, "num_hidden_layers": 2,
-           "num_attention_heads": 2, "intermediate_size": 512, "hidden_act": "gelu",
-           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-           "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02},
-          open(sys.argv[1], "w"), indent=1)
-PY
 SEEDS="${SEEDS:-1 2 3}"
 for seed in $SEEDS; do
   for setup in 1proc-2towers 2proc-1tower; do
     run="$OUT/$setup-$seed"
     flags=(--task_name=tsv --data_dir="$DATA" --vocab_file=vocab/chinese_vocab.txt
-           --bert_config_file="$OUT/bert_config.json" --output_dir="$run" --do_train --do_eval
+           --bert_config_file=scripts/small_chinese_bert_config.json --output_dir="$run"
+           --do_train --do_eval
            --max_seq_length=128 --train_batch_size=32 --eval_batch_size=64
            --predict_batch_size=64 --learning_rate=5e-4 --num_train_epochs=4
            --log_every_n_steps=50 --save_checkpoints_steps=10000 --random_seed="$seed")
