@@ -76,6 +76,20 @@ def define_training_flags(default_learning_rate=5e-5):
   _define("integer", "random_seed", 12345, "Seed for shuffling and initialisation.")
   define_speed_flags()
   define_cluster_flags()
+  define_pipeline_flags()
+
+
+def define_pipeline_flags():
+  """Pipeline stages: one model replica cut over several devices (see parallel/pipeline.py)."""
+  _define("integer", "pipeline_stages", 1,
+          "Cut the model into this many stages, each on its own device, for models (or "
+          "batches) that do not fit one card: --n_gpus devices make n_gpus / pipeline_stages "
+          "model replicas (towers), each tower's stages on consecutive devices. Data "
+          "parallelism is faster when the model fits.")
+  _define("integer", "num_micro_batches", 1,
+          "With --pipeline_stages: each tower's train_batch_size rows flow through its stages "
+          "as this many micro-batches, so the stages work at the same time; the idle share is "
+          "(stages-1)/(micro_batches+stages-1). Must divide --train_batch_size.")
 
 
 def define_cluster_flags():
@@ -228,10 +242,18 @@ def parallel():
   """
   import tower_utils  # pylint: disable=g-import-not-at-top
   from parallel import cluster  # pylint: disable=g-import-not-at-top
+  stages = cli.require_positive(FLAGS.pipeline_stages, "pipeline_stages")
+  if FLAGS.n_gpus % stages:
+    raise cli.InputError("--n_gpus=%s is not a multiple of --pipeline_stages=%d: every tower "
+                         "needs %d devices, one per stage" % (FLAGS.n_gpus, stages, stages))
+  if FLAGS.train_batch_size % cli.require_positive(FLAGS.num_micro_batches, "num_micro_batches"):
+    raise cli.InputError("--train_batch_size=%d is not a multiple of --num_micro_batches=%d: "
+                         "every micro-batch needs the same rows" %
+                         (FLAGS.train_batch_size, FLAGS.num_micro_batches))
   spec = tower_utils.parallel_spec(
-      FLAGS.n_gpus, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
+      FLAGS.n_gpus // stages, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
       cluster.resolve(FLAGS.worker_hosts, FLAGS.task_index, FLAGS.worker_port),
-      FLAGS.collective_timeout_s)
+      FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches)
   if not spec.cluster.is_chief and not _SCRATCH.get("dir") == FLAGS.output_dir:
     _SCRATCH["dir"] = tempfile.mkdtemp(prefix="bert-mgpu-task%d-" % spec.cluster.rank)
     atexit.register(shutil.rmtree, _SCRATCH["dir"], True)
@@ -245,6 +267,18 @@ def parallel():
 
 
 _SCRATCH = {}
+
+
+def inference_parallel(n_towers=None):
+  """The ParallelSpec of eval and predict: this process only, the same pipeline stages.
+
+  Args:
+    n_towers: towers to spread each batch over (default: all of --n_gpus).
+  """
+  spec = parallel()
+  import tower_utils  # pylint: disable=g-import-not-at-top
+  return tower_utils.parallel_spec(n_towers or spec.n_towers,
+                                   pipeline_stages=spec.pipeline_stages)
 
 
 def precision():

@@ -60,6 +60,34 @@ def get_compute_dtype():
   """The compute dtype of the innermost compute_dtype_scope (tf.float32 outside any)."""
   return _COMPUTE_DTYPES[-1]
 
+
+# The stack of part placers set by part_placement_scope; BertModel uses the innermost.
+_PART_PLACERS = [None]
+
+
+@contextlib.contextmanager
+def part_placement_scope(placer):
+  """Every BertModel built inside asks `placer` where each of its parts goes.
+
+  tower_utils sets it for pipeline stages, so the model never learns about devices: it only
+  names its parts. `placer` has `begin(config)`, called once per model with its BertConfig, and
+  `device(part, index=None)` -> a device string or function for part "embeddings",
+  ("layer", k) or "pooler".
+  """
+  _PART_PLACERS.append(placer)
+  try:
+    yield
+  finally:
+    _PART_PLACERS.pop()
+
+
+def _part(part, index=None):
+  """tf.device scope of a model part under the innermost placer (no scope without one)."""
+  placer = _PART_PLACERS[-1]
+  if placer is None:
+    return contextlib.nullcontext()
+  return tf.device(placer.device(part, index))
+
 _REQUIRED_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                          "intermediate_size")
 
@@ -210,8 +238,10 @@ class BertModel(object):
 
     # An explicit name (stock uses default_name="bert") so that building the model again under
     # reuse finds bert/... instead of creating a uniquified bert_1/... copy.
+    if _PART_PLACERS[-1] is not None:
+      _PART_PLACERS[-1].begin(config)
     with tf.variable_scope(scope or "bert"):
-      with tf.variable_scope("embeddings"):
+      with tf.variable_scope("embeddings"), _part("embeddings"):
         (self.embedding_output, self.embedding_table) = embedding_lookup(
             input_ids=input_ids,
             vocab_size=config.vocab_size,
@@ -233,7 +263,8 @@ class BertModel(object):
 
       with tf.variable_scope("encoder"):
         if attention_mask is None:
-          attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
+          with _part("embeddings"):
+            attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
         # float32 residual stream; attention and feed-forward blocks compute in compute_type.
         self.all_encoder_layers = transformer_model(
             input_tensor=self.embedding_output,
@@ -252,7 +283,7 @@ class BertModel(object):
       self.sequence_output = self.all_encoder_layers[-1]
       # The pooler takes the hidden state of the first token ([CLS]) through a tanh dense layer,
       # pre-trained on next-sentence prediction.
-      with tf.variable_scope("pooler"):
+      with tf.variable_scope("pooler"), _part("pooler"):
         first_token_tensor = tf.squeeze(self.sequence_output[:, 0:1, :], axis=1)
         self.pooled_output = dense_layer(
             first_token_tensor, config.hidden_size, name="dense", activation=tf.tanh,
@@ -727,12 +758,13 @@ def transformer_model(input_tensor,
   compute_type = tf.as_dtype(compute_type or get_compute_dtype())
   residual_type = input_tensor.dtype
   # Layers work on 2D [batch*seq, width] tensors: the reshapes are free and matmuls are faster.
-  prev_output = reshape_to_matrix(input_tensor)
+  with _part("layer", 0):
+    prev_output = reshape_to_matrix(input_tensor)
   initializer = create_initializer(initializer_range)
 
   all_layer_outputs = []
   for layer_idx in range(num_hidden_layers):
-    with tf.variable_scope("layer_%d" % layer_idx):
+    with tf.variable_scope("layer_%d" % layer_idx), _part("layer", layer_idx):
       layer_input = prev_output
       block_input = tf.cast(layer_input, compute_type)
 

@@ -201,9 +201,10 @@ def main(_):
   if FLAGS.do_eval:
     dev_examples = processor.get_dev_examples(FLAGS.data_dir)
     dev_file = features_file("dev", dev_examples, source("dev"), label_list)
-    # Eval runs on the first device only, like stock BERT's Estimator eval.
+    # Eval runs on one tower (its stages' devices), like stock BERT's Estimator eval.
     outputs = training.run_inference(make_tower_fn(bert_config, len(label_list), False),
-                                     make_input_fn(dev_file, False), checkpoint, 1,
+                                     make_input_fn(dev_file, False), checkpoint,
+                                     common_flags.inference_parallel(1),
                                      FLAGS.eval_batch_size)
     label_map = {label: i for i, label in enumerate(label_list)}
     label_ids = np.array([label_map[e.label] for e in dev_examples])
@@ -216,7 +217,8 @@ def main(_):
     test_examples = processor.get_test_examples(FLAGS.data_dir)
     test_file = features_file("test", test_examples, source("test"), label_list)
     outputs = training.run_inference(make_tower_fn(bert_config, len(label_list), False),
-                                     make_input_fn(test_file, False), checkpoint, FLAGS.n_gpus,
+                                     make_input_fn(test_file, False), checkpoint,
+                                     common_flags.inference_parallel(),
                                      FLAGS.predict_batch_size)
     probabilities = outputs["probabilities"]
     if len(probabilities) != len(test_examples):

@@ -422,7 +422,7 @@ def main(_):
     outputs = training.run_inference(
         tower_fn_builder(bert_config, has_nsp, is_training=False),
         input_fn_builder(eval_files, fmt, False, masking_config, max_examples),
-        checkpoint, FLAGS.n_gpus, FLAGS.eval_batch_size)
+        checkpoint, common_flags.inference_parallel(), FLAGS.eval_batch_size)
     logging.info("Ran %s on %d examples of --%s", checkpoint, len(outputs["masked_lm_ids"]),
                  eval_flag)
     if FLAGS.do_eval:

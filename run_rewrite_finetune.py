@@ -142,7 +142,8 @@ class Pipeline(object):
         FLAGS.beam_size, FLAGS.length_penalty, FLAGS.no_repeat_ngram_size)
     outputs = training.run_inference(
         rewrite_decoding.make_decode_tower_fn(self.bert_config, params),
-        make_input_fn(record_file, False), checkpoint, FLAGS.n_gpus, batch_size)
+        make_input_fn(record_file, False), checkpoint, common_flags.inference_parallel(),
+        batch_size)
     return [rewrite_data.ids_to_text(self.tokenizer, ids, params.sep_id)
             for ids in outputs["output_ids"]]
 
@@ -150,7 +151,8 @@ class Pipeline(object):
     """(log-likelihood, number of target tokens) of every record's target, input order."""
     outputs = training.run_inference(
         rewrite_model.make_score_tower_fn(self.bert_config, FLAGS.max_target_length),
-        make_input_fn(record_file, False), checkpoint, FLAGS.n_gpus, batch_size)
+        make_input_fn(record_file, False), checkpoint, common_flags.inference_parallel(),
+        batch_size)
     return outputs["log_likelihood"], outputs["num_tokens"]
 
 

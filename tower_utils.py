@@ -48,8 +48,10 @@ import tensorflow.compat.v1 as tf
 
 from cli import InputError
 import input_pipeline
+import modeling
 from parallel import accumulation
 from parallel import cluster as cluster_lib
+from parallel import pipeline
 from parallel import strategies
 
 REDUCTIONS = ("shared", "allreduce")
@@ -63,6 +65,8 @@ ParallelSpec = collections.namedtuple("ParallelSpec", [
     "pack_mb",  # collective pack size (--allreduce_pack_mb)
     "cluster",  # parallel.cluster.Cluster; SINGLE_PROCESS for one process
     "collective_timeout_s",  # how long a collective waits for the other processes
+    "pipeline_stages",  # devices per tower (its stages, parallel/pipeline.py)
+    "num_micro_batches",  # micro-batches that flow through a tower's stages per step
 ])
 
 # The one place that chooses a strategy class: by reduction mode and whether there are several
@@ -83,8 +87,12 @@ TowerResult = collections.namedtuple(
 
 def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT_PACK_MB,
                   cluster=cluster_lib.SINGLE_PROCESS,
-                  collective_timeout_s=DEFAULT_COLLECTIVE_TIMEOUT_S):
+                  collective_timeout_s=DEFAULT_COLLECTIVE_TIMEOUT_S, pipeline_stages=1,
+                  num_micro_batches=1):
   """A checked ParallelSpec; everything downstream trusts it.
+
+  n_towers counts towers (model replicas) per process; with pipeline_stages K each tower runs on
+  K devices, so a process uses n_towers * K devices (--n_gpus).
 
   Raises:
     InputError: naming the flag of a value out of range.
@@ -100,8 +108,12 @@ def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT
   if not collective_timeout_s > 0:
     raise InputError("--collective_timeout_s=%s: expected a positive number of seconds" %
                      collective_timeout_s)
+  if pipeline_stages is None or int(pipeline_stages) < 1:
+    raise InputError("--pipeline_stages=%s: expected an integer >= 1" % pipeline_stages)
+  if num_micro_batches is None or int(num_micro_batches) < 1:
+    raise InputError("--num_micro_batches=%s: expected an integer >= 1" % num_micro_batches)
   return ParallelSpec(int(n_towers), reduction, int(accum_steps), float(pack_mb), cluster,
-                      float(collective_timeout_s))
+                      float(collective_timeout_s), int(pipeline_stages), int(num_micro_batches))
 
 
 def num_visible_gpus():
@@ -124,6 +136,17 @@ def tower_devices(n_towers, cluster=cluster_lib.SINGLE_PROCESS):
   if n_gpus:
     return ["%s/device:GPU:%d" % (prefix, i % n_gpus) for i in range(n_towers)]
   return ["%s/device:CPU:%d" % (prefix, i) for i in range(n_towers)]
+
+
+def stage_devices(spec):
+  """Per tower of this process, its device of each stage: tower i's stage s on device i*K+s.
+
+  Returns:
+    list of spec.n_towers lists of spec.pipeline_stages device names.
+  """
+  stages = spec.pipeline_stages
+  flat = tower_devices(spec.n_towers * stages, spec.cluster)
+  return [flat[i * stages:(i + 1) * stages] for i in range(spec.n_towers)]
 
 
 def session_config(n_towers, use_xla=False, intra_op_threads=0, inter_op_threads=0,
@@ -157,8 +180,8 @@ def session_config(n_towers, use_xla=False, intra_op_threads=0, inter_op_threads
 
 def new_session(spec, use_xla=False, graph=None, intra_op_threads=0, inter_op_threads=0):
   """A Session for a graph built with `spec`: local, or this process's server in a cluster."""
-  config = session_config(spec.n_towers, use_xla, intra_op_threads, inter_op_threads,
-                          cluster=spec.cluster)
+  config = session_config(spec.n_towers * spec.pipeline_stages, use_xla, intra_op_threads,
+                          inter_op_threads, cluster=spec.cluster)
   return tf.Session(cluster_lib.session_target(spec.cluster, config), graph=graph,
                     config=config)
 
@@ -189,39 +212,50 @@ def join_processes(spec, must_agree, from_chief):
   """
   if not spec.cluster.tasks:
     return dict(from_chief)
+  devices = spec.n_towers * spec.pipeline_stages
   facts = collections.OrderedDict([
-      ("--n_gpus", spec.n_towers),
-      ("number of devices (visible GPUs)",
-       len(set(tower_devices(spec.n_towers, spec.cluster)))),
+      ("--n_gpus", devices),
+      ("number of devices (visible GPUs)", len(set(tower_devices(devices, spec.cluster)))),
+      ("--pipeline_stages", spec.pipeline_stages),
+      ("--num_micro_batches", spec.num_micro_batches),
       ("--reduction", spec.reduction),
       ("--grad_accum_steps", spec.accum_steps),
       ("--allreduce_pack_mb", repr(spec.pack_mb)),
   ])
   facts.update(must_agree)
-  return cluster_lib.handshake(spec.cluster, session_config(spec.n_towers, cluster=spec.cluster),
+  return cluster_lib.handshake(spec.cluster, session_config(devices, cluster=spec.cluster),
                                facts, from_chief, spec.collective_timeout_s)
 
 
 def log_device_map(devices):
-  """Logs which device each tower runs on (and the physical card behind a GPU index)."""
+  """Logs which device each tower (and each of its stages) runs on, with the physical card.
+
+  Args:
+    devices: per tower, its device, or the list of its stage devices.
+  """
   visible = os.environ.get("CUDA_VISIBLE_DEVICES")
   cards = [c.strip() for c in visible.split(",")] if visible else None
-  for i, device in enumerate(devices):
-    note = ""
-    if cards and "/device:GPU:" in device:
-      index = int(device.rsplit(":", 1)[1])
-      if index < len(cards):
-        note = " (CUDA_VISIBLE_DEVICES card %s)" % cards[index]
-    logging.info("tower %d -> %s%s", i, device, note)
+  for i, stages in enumerate(devices):
+    stages = [stages] if isinstance(stages, str) else stages
+    for s, device in enumerate(stages):
+      note = ""
+      if cards and "/device:GPU:" in device:
+        index = int(device.rsplit(":", 1)[1])
+        if index < len(cards):
+          note = " (CUDA_VISIBLE_DEVICES card %s)" % cards[index]
+      logging.info("tower %d%s -> %s%s", i, " stage %d" % s if len(stages) > 1 else "",
+                   device, note)
 
 
 class GlobalBatch(object):
   """What a tower may know of the whole global batch: the towers of every process together."""
 
-  def __init__(self, features, strategy):
-    """features: this process's micro-batch, dict of Tensors [rows, ...], before the split."""
+  def __init__(self, features, strategy, num_micro_batches=1):
+    """features: this process's micro-batch, dict of Tensors [rows, ...], before the split;
+    num_micro_batches: pipeline micro-batches per tower (each calls tower_fn)."""
     self._features = features
     self._strategy = strategy
+    self._shares = strategy.num_towers_total * num_micro_batches
     self._denominators = {}
 
   def loss_denominator(self, count_fn):
@@ -242,7 +276,8 @@ class GlobalBatch(object):
     equal to one pass over the effective batch when the micro-batches hold equal counts.
 
     Returns:
-      count summed over every process's micro-batch / number of towers of all processes.
+      count summed over every process's micro-batch / number of tower_fn calls of all
+      processes (towers x pipeline micro-batches).
     """
     key = getattr(count_fn, "__code__", count_fn)
     if key not in self._denominators:
@@ -250,7 +285,7 @@ class GlobalBatch(object):
           tf.xla.experimental.jit_scope(compile_ops=False):
         count = tf.cast(count_fn(self._features), tf.float32)
         self._denominators[key] = (self._strategy.sum_over_processes(count) /
-                                   float(self._strategy.num_towers_total))
+                                   float(self._shares))
     return self._denominators[key]
 
 
@@ -298,15 +333,18 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
     each update (grads_and_vars then covers the accumulators plus the K-th micro-batch); and the
     strategy (post_init_op, savable_variables, is_chief).
   """
-  devices = tower_devices(spec.n_towers, spec.cluster)
-  log_device_map(devices)
+  stages = stage_devices(spec)
+  log_device_map(stages)
+  devices = [tower[0] for tower in stages]
   strategy = _STRATEGIES[(spec.reduction, len(spec.cluster.tasks) > 1)](
-      devices, spec.cluster, spec.pack_mb, spec.collective_timeout_s)
-  global_batch = GlobalBatch(features, strategy)
+      stages, spec.cluster, spec.pack_mb, spec.collective_timeout_s)
+  global_batch = GlobalBatch(features, strategy, spec.num_micro_batches)
   losses, outputs, grads = [], [], []
   for i, shard in enumerate(split_features(features, len(devices))):
-    with strategy.tower_scope(i), _jit_scope(use_xla):
-      loss, tower_outputs = tower_fn(shard, global_batch)
+    placer = pipeline.StagePlacer(stages[i]) if spec.pipeline_stages > 1 else None
+    with strategy.tower_scope(i), modeling.part_placement_scope(placer), _jit_scope(use_xla):
+      loss, tower_outputs = _micro_batches(tower_fn, shard, global_batch,
+                                           spec.num_micro_batches, stages[i][-1])
       variables = strategy.tower_variables(i)
       outputs.append(tower_outputs)
       if loss is not None:
@@ -336,6 +374,26 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
                             for g, v in zip(replica_grads, strategy.replica_variables)]
   return TowerResult(mean_loss, replica_grads_and_vars[0], outputs, devices,
                      replica_grads_and_vars, accumulate_ops, strategy)
+
+
+def _micro_batches(tower_fn, shard, global_batch, num_micro_batches, last_device):
+  """tower_fn over `num_micro_batches` slices of `shard` (variables reused after the first).
+
+  Returns:
+    (mean of the micro-batch losses or None, outputs concatenated in row order).
+  """
+  if num_micro_batches == 1:
+    return tower_fn(shard, global_batch)
+  losses, outputs = [], []
+  for m, piece in enumerate(split_features(shard, num_micro_batches)):
+    reuse = True if m else None
+    with tf.name_scope("micro_%d" % m), tf.variable_scope(tf.get_variable_scope(), reuse=reuse):
+      loss, piece_outputs = tower_fn(piece, global_batch)
+    losses.append(loss)
+    outputs.append(piece_outputs)
+  with tf.device(last_device):
+    mean = None if losses[0] is None else tf.add_n(losses) / float(num_micro_batches)
+  return mean, concat_outputs(outputs, last_device)
 
 
 def _mean_over_processes(losses, strategy):

@@ -581,7 +581,7 @@ def _pad_batch(features, global_batch_size):
   return padded, is_real
 
 
-def run_inference(tower_fn, input_fn, checkpoint, n_towers, batch_size_per_tower):
+def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower):
   """Runs the model over a finite dataset and returns every real example's outputs, in order.
 
   The last batch is padded to the full global batch (so it splits evenly over the towers) and
@@ -593,13 +593,13 @@ def run_inference(tower_fn, input_fn, checkpoint, n_towers, batch_size_per_tower
     input_fn: callable(rows, seed, shard) -> finite tf.data.Dataset of feature dicts, in input
       order, whose last batch may be short (shard is input_pipeline.WHOLE: every example).
     checkpoint: checkpoint prefix to restore.
-    n_towers: number of towers to spread each batch over.
+    parallel: tower_utils.ParallelSpec of this process (towers, pipeline stages).
     batch_size_per_tower: rows per tower per step.
 
   Returns:
     dict name -> numpy array [num_examples, ...], rows in input order.
   """
-  spec = tower_utils.parallel_spec(n_towers)
+  spec = parallel
   global_batch_size = batch_size_per_tower * spec.n_towers
   graph = tf.Graph()
   with graph.as_default():

@@ -1,4 +1,4 @@
-"""The processes of a run: one per host, each with `--n_gpus` towers, joined by TensorFlow's runtime.
+"""The processes of a run: one per host, each with its `--n_gpus`, joined by TensorFlow's runtime.
 
 Where the cluster comes from (the first source present wins; with none, the run is one process,
 exactly as without this module):

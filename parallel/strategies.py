@@ -64,15 +64,19 @@ def distinct(items):
 class ParallelStrategy(object):
   """The interface, and what the modes share."""
 
-  def __init__(self, tower_devices, cluster, pack_mb, timeout_s):
+  def __init__(self, tower_stages, cluster, pack_mb, timeout_s):
     """
     Args:
-      tower_devices: this process's device of each tower (full names in a multi-process run).
+      tower_stages: per tower of this process, its device of each pipeline stage (one stage
+        without pipelining; full names in a multi-process run).
       cluster: parallel.cluster.Cluster.
       pack_mb: collective pack size in MB.
       timeout_s: seconds a collective may wait for the other members.
     """
-    self.tower_devices = [tf.DeviceSpec.from_string(d).to_string() for d in tower_devices]
+    self.tower_stages = [[tf.DeviceSpec.from_string(d).to_string() for d in stages]
+                         for stages in tower_stages]
+    self.num_stages = len(self.tower_stages[0])
+    self.tower_devices = [stages[0] for stages in self.tower_stages]
     self.devices = distinct(self.tower_devices)
     self.cluster = cluster
     self.pack_mb = pack_mb
@@ -197,7 +201,8 @@ class ParallelStrategy(object):
     """Op giving `variables` (this process's, the same in every process) the chief's values."""
     if self.cluster.num_workers == 1:
       return tf.no_op()
-    local = collections.OrderedDict((self._suffix(d), d) for d in self.devices)
+    local = collections.OrderedDict((self._suffix(d), d)
+                                    for d in distinct(sum(self.tower_stages, [])))
     return collective.broadcast_from_chief(variables, self.is_chief, local, self._group,
                                            self.pack_mb, self.timeout_s)
 
@@ -273,6 +278,8 @@ class SharedStrategy(ParallelStrategy):
     return 0
 
   def _device_function(self, i):
+    if self.num_stages > 1:  # The model's parts go to their stages; the task head to the last.
+      return self.tower_stages[i][-1]
     return self._placer.device_function(self.tower_devices[i])
 
   def reduce(self, device_sums, scale):
@@ -286,7 +293,7 @@ class HierarchicalStrategy(SharedStrategy):
     variables = self.replica_variables[0]
     local = reduce_on_owners(device_sums, variables, scale)
     reduced = list(local)
-    for device in self.devices:
+    for device in distinct(v.device for v in variables):
       owned = [j for j, v in enumerate(variables)
                if v.device == device and local[j] is not None]
       if not owned:
@@ -313,7 +320,7 @@ class AllReduceStrategy(ParallelStrategy):
     return self.devices.index(self.tower_devices[i])
 
   def _device_function(self, i):
-    return self.tower_devices[i]
+    return self.tower_stages[i][-1]
 
   def _custom_getter(self, replica):
     if not replica:
@@ -347,16 +354,31 @@ class AllReduceStrategy(ParallelStrategy):
     return None
 
   def reduce(self, device_sums, scale):
+    """One packed all-reduce per pipeline stage, over that stage's device of every replica."""
     variables = self.replica_variables[0]
-    members = [self.cluster.device_prefix(r) + self._suffix(d)
-               for r in range(self.cluster.num_workers) for d in self.devices]
-    if len(members) == 1:
-      with tf.device(self.devices[0]):
-        return [[sum_gradients([g], scale) for g in device_sums[0]]]
-    reducer = collective.PackedAllReduce(
-        [None if g is None else v.shape for g, v in zip(device_sums[0], variables)], members,
-        self.pack_mb, self.timeout_s)
-    return [reducer(grads, device, scale) for device, grads in zip(self.devices, device_sums)]
+    replica_stages = [self.tower_stages[self.tower_devices.index(d)] for d in self.devices]
+    stage_of = [replica_stages[0].index(v.device) if v.device in replica_stages[0] else
+                self.num_stages - 1 for v in variables]
+    reduced = [[None] * len(variables) for _ in self.devices]
+    for stage in range(self.num_stages):
+      members = [self.cluster.device_prefix(p) + self._suffix(stages[stage])
+                 for p in range(self.cluster.num_workers) for stages in replica_stages]
+      shapes = [v.shape if stage_of[j] == stage and device_sums[0][j] is not None else None
+                for j, v in enumerate(variables)]
+      if len(members) == 1:
+        with tf.device(members[0]):
+          out = [[sum_gradients([g], scale) if shape is not None else None
+                  for g, shape in zip(device_sums[0], shapes)]]
+      else:
+        reducer = collective.PackedAllReduce(shapes, members, self.pack_mb, self.timeout_s)
+        out = [reducer([g if shape is not None else None for g, shape in zip(grads, shapes)],
+                       stages[stage], scale)
+               for stages, grads in zip(replica_stages, device_sums)]
+      for r, grads in enumerate(out):
+        for j, grad in enumerate(grads):
+          if shapes[j] is not None:
+            reduced[r][j] = grad
+    return reduced
 
   def savable_variables(self):
     return [v for v in tf.global_variables() if self._stock_name(v.op.name) is None]

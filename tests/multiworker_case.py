@@ -19,13 +19,15 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np
+import tensorflow.compat.v1 as tf
 
-import modeling  # pylint: disable=g-import-not-at-top,wrong-import-position
-from parallel import cluster as cluster_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tower_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
-import training  # pylint: disable=g-import-not-at-top,wrong-import-position
+import modeling
+from parallel import cluster as cluster_lib
+import tower_utils
+import training
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
                              num_attention_heads=4, intermediate_size=32,

@@ -204,5 +204,6 @@ def test_inference_keeps_every_example_in_order_when_batches_do_not_divide():
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       saver.save(sess, prefix)
-  outputs = training.run_inference(tower_fn, input_fn, prefix, n_towers, 2)
+  outputs = training.run_inference(tower_fn, input_fn, prefix,
+                                   tower_utils.parallel_spec(n_towers), 2)
   np.testing.assert_array_equal(outputs["doubled"], 2.0 * np.arange(num_examples))

@@ -1,0 +1,165 @@
+"""Pipeline stages (parallel/pipeline.py): a tower cut over K devices trains like the unsplit model."""
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+import modeling
+import optimization
+from parallel import pipeline
+import run_pretraining_mgpu
+import tower_utils
+from test_run_pretraining import CONFIG as PRETRAINING_CONFIG
+from test_run_pretraining import _batch as pretraining_batch
+
+CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=4,
+                             num_attention_heads=4, intermediate_size=32,
+                             max_position_embeddings=16, hidden_dropout_prob=0.0,
+                             attention_probs_dropout_prob=0.0)
+ROWS, SEQ, NUM_LABELS = 8, 8, 3
+
+
+def _classifier_data():
+  rng = np.random.RandomState(0)
+  mask = np.ones((ROWS, SEQ), np.int32)
+  mask[::2, 5:] = 0
+  return {"input_ids": rng.randint(1, CONFIG.vocab_size, size=(ROWS, SEQ)).astype(np.int32),
+          "input_mask": mask,
+          "label": rng.randint(0, NUM_LABELS, size=(ROWS,)).astype(np.int32)}
+
+
+def _classifier_tower(features, global_batch):
+  del global_batch
+  model = modeling.BertModel(CONFIG, True, features["input_ids"], features["input_mask"])
+  weights = tf.get_variable("output_weights", [NUM_LABELS, CONFIG.hidden_size],
+                            initializer=tf.truncated_normal_initializer(stddev=0.02))
+  logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
+  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=features["label"], logits=logits)), {"logits": logits}
+
+
+def _pretraining_tower():
+  config = modeling.BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                               **PRETRAINING_CONFIG)
+  return run_pretraining_mgpu.tower_fn_builder(config, True, is_training=True)
+
+
+def _one_update(tower_fn, data, spec, start=None):
+  """One update with `spec`: (loss, {grad/name}, {name: value before}, {name: value after},
+  graph, strategy)."""
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.set_random_seed(3)
+    features = {k: tf.constant(v) for k, v in data.items()}
+    towers = tower_utils.build_towers(tower_fn, features, spec)
+    train_op, _ = optimization.create_replicated_train_op(towers.replica_grads_and_vars, 1e-2,
+                                                          10, 0)
+    savable = {v.op.name: v for v in towers.strategy.savable_variables()
+               if v in tf.trainable_variables()}
+    grads = {"grad/" + v.op.name: tf.convert_to_tensor(g) for g, v in towers.grads_and_vars
+             if g is not None}
+    sync = towers.strategy.post_init_op()
+    with tower_utils.new_session(spec) as sess:
+      sess.run(tf.global_variables_initializer())
+      for name, value in (start or {}).items():
+        savable[name].load(value, sess)
+      sess.run(sync)
+      before = sess.run(savable)
+      loss, grad_values, _ = sess.run([towers.loss, grads, train_op])
+      after = sess.run({v.op.name: v for v in towers.strategy.savable_variables()})
+  return loss, grad_values, before, after, graph, towers.strategy
+
+
+def _assert_same_update(reference, run):
+  loss_1, grads_1, start, after_1 = reference[:4]
+  loss_k, grads_k, _, after_k = run[:4]
+  assert abs(loss_1 - loss_k) < 1e-5, (loss_1, loss_k)
+  assert set(grads_1) == set(grads_k) and set(after_1) == set(after_k)
+  for name in grads_1:
+    np.testing.assert_allclose(grads_k[name], grads_1[name], atol=1e-5, rtol=0, err_msg=name)
+  for name in after_1:
+    np.testing.assert_allclose(after_k[name], after_1[name], atol=1e-5, rtol=0, err_msg=name)
+  assert max(np.abs(after_1[n] - start[n]).max() for n in start) > 1e-3
+
+
+@pytest.fixture(scope="module")
+def classifier_reference():
+  return _one_update(_classifier_tower, _classifier_data(), tower_utils.parallel_spec(1))
+
+
+@pytest.fixture(scope="module")
+def pretraining_reference():
+  return _one_update(_pretraining_tower(), pretraining_batch(rows=ROWS),
+                     tower_utils.parallel_spec(1))
+
+
+@pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 1), (3, 4)])
+def test_stages_and_micro_batches_update_like_the_unsplit_classifier(classifier_reference,
+                                                                     stages, micro):
+  spec = tower_utils.parallel_spec(1, pipeline_stages=stages, num_micro_batches=micro)
+  run = _one_update(_classifier_tower, _classifier_data(), spec, classifier_reference[2])
+  _assert_same_update(classifier_reference, run)
+  graph, strategy = run[4], run[5]
+  plan = pipeline.plan_stages(CONFIG, stages)
+  devices = strategy.tower_stages[0]
+  # Every op of encoder layer k (forward and backward, every micro-batch) runs on its stage.
+  for op in graph.get_operations():
+    match = re.search(r"bert/encoder/layer_(\d+)/", op.name)
+    if match and op.type not in ("Const", "NoOp") and not op.name.startswith("bert/"):
+      assert op.device == devices[plan.layer_stage[int(match.group(1))]], op.name
+  # The heads and the loss run on the last stage.
+  loss_ops = [op for op in graph.get_operations()
+              if op.type == "SparseSoftmaxCrossEntropyWithLogits"]
+  assert len(loss_ops) == micro and all(op.device == devices[-1] for op in loss_ops)
+  # One copy of each variable, stock names, on its stage's device.
+  stock = {n for n, _ in modeling.stock_variable_shapes(CONFIG)} | {"output_weights"}
+  with graph.as_default():
+    trainable = tf.trainable_variables()
+  assert {v.op.name for v in trainable} == stock and len(trainable) == len(stock)
+  for var in trainable:
+    match = re.match(r"bert/encoder/layer_(\d+)/", var.op.name)
+    if match:
+      assert var.device == devices[plan.layer_stage[int(match.group(1))]], var.op.name
+
+
+@pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 2)])
+def test_pretraining_heads_with_the_tied_embedding_update_like_the_unsplit_model(
+    pretraining_reference, stages, micro):
+  spec = tower_utils.parallel_spec(1, pipeline_stages=stages, num_micro_batches=micro)
+  run = _one_update(_pretraining_tower(), pretraining_batch(rows=ROWS), spec,
+                    pretraining_reference[2])
+  _assert_same_update(pretraining_reference, run)
+  graph, strategy = run[4], run[5]
+  # The word-embedding table is used by the first stage (lookup) and the last (MLM output):
+  # one variable, on the stage the plan chose.
+  with graph.as_default():
+    tables = [v for v in tf.global_variables() if v.op.name.endswith("word_embeddings")]
+  plan = pipeline.plan_stages(modeling.BertConfig(**PRETRAINING_CONFIG), stages)
+  assert len(tables) == 1
+  assert tables[0].device == strategy.tower_stages[0][plan.word_embedding_stage]
+
+
+@pytest.mark.parametrize("reduction", ["shared", "allreduce"])
+def test_two_stages_times_two_replicas_update_like_one_tower(classifier_reference, reduction):
+  spec = tower_utils.parallel_spec(2, reduction, pipeline_stages=2, num_micro_batches=2)
+  run = _one_update(_classifier_tower, _classifier_data(), spec, classifier_reference[2])
+  _assert_same_update(classifier_reference, run)
+  strategy = run[5]
+  assert strategy.tower_stages == [["/device:CPU:0", "/device:CPU:1"],
+                                   ["/device:CPU:2", "/device:CPU:3"]]
+
+
+@pytest.mark.parametrize("vocab_size", [21128, 30522])
+def test_bert_base_stages_hold_balanced_parameters(vocab_size):
+  base = modeling.BertConfig(vocab_size=vocab_size, hidden_size=768, num_hidden_layers=12,
+                             num_attention_heads=12, intermediate_size=3072)
+  total = sum(int(np.prod(shape)) for _, shape in modeling.stock_variable_shapes(base))
+  for stages in (2, 4):
+    plan = pipeline.plan_stages(base, stages)
+    sizes = plan.stage_parameters
+    assert max(sizes) / min(sizes) <= 1.3, (stages, sizes)
+    # The plan accounts for every parameter of the model.
+    assert sum(sizes) == total
+    assert len(plan.layer_stage) == 12 and plan.layer_stage == sorted(plan.layer_stage)
