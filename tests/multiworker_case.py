@@ -35,8 +35,10 @@ CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
                              attention_probs_dropout_prob=0.0)
 ROWS_PER_UPDATE, SEQ, NUM_LABELS, UPDATES = 8, 8, 3, 2
 TOWERS_TOTAL = 4
-# (reduction, accumulation steps) of every case, run in this order by every process.
-CASES = [("shared", 1), ("allreduce", 1), ("shared", 2), ("allreduce", 2)]
+# (reduction, accumulation steps, pipeline stages) of every case, run in this order by every
+# process; with 2 stages a process runs one tower of 2 stages and 2 micro-batches.
+CASES = [("shared", 1, 1), ("allreduce", 1, 1), ("shared", 2, 1), ("allreduce", 2, 1),
+         ("shared", 1, 2), ("allreduce", 1, 2)]
 
 
 def data():
@@ -76,14 +78,16 @@ def process_rows(rank, num_workers, accum):
                          for start in range(0, UPDATES * ROWS_PER_UPDATE, micro)])
 
 
-def run(reduction, accum, cluster, init_values):
+def run(reduction, accum, cluster, init_values, stages=1):
   """Two updates; returns {"loss_k", "grad/<var>" (update 1), "<var>" (after)} as numpy."""
-  n_towers = TOWERS_TOTAL // cluster.num_workers
+  n_towers = TOWERS_TOTAL // cluster.num_workers // stages
   parallel = tower_utils.parallel_spec(n_towers, reduction, accum, pack_mb=0.01, cluster=cluster,
-                                       collective_timeout_s=60)
+                                       collective_timeout_s=60, pipeline_stages=stages,
+                                       num_micro_batches=stages)
   spec = training.TrainSpec(
       output_dir=None, parallel=parallel,
-      batch_size_per_tower=ROWS_PER_UPDATE // (TOWERS_TOTAL * accum), num_train_steps=10,
+      batch_size_per_tower=ROWS_PER_UPDATE * stages // (TOWERS_TOTAL * accum),
+      num_train_steps=10,
       num_warmup_steps=0, learning_rate=1e-2, init_checkpoint=None, save_checkpoints_steps=100,
       log_every_n_steps=1, keep_checkpoint_max=1, seed=0)
   rows = process_rows(cluster.rank, cluster.num_workers, accum)
@@ -128,10 +132,10 @@ def main():
   tf.disable_v2_behavior()
   cluster = cluster_lib.resolve(args.worker_hosts, args.task_index)
   init_values = dict(np.load(args.init))
-  for reduction, accum in CASES:
-    out = run(reduction, accum, cluster, init_values)
-    np.savez(os.path.join(args.out, "%s_%d_task%d.npz" % (reduction, accum, cluster.rank)),
-             **out)
+  for reduction, accum, stages in CASES:
+    out = run(reduction, accum, cluster, init_values, stages)
+    np.savez(os.path.join(args.out, "%s_%d_%d_task%d.npz" % (reduction, accum, stages,
+                                                             cluster.rank)), **out)
 
 
 if __name__ == "__main__":

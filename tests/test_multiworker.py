@@ -39,17 +39,27 @@ def worker_results(init_values, tmp_path_factory):
                "--out=" + out] for i in range(2)]
   for proc in script_runner.run_processes(commands, timeout=400):
     assert proc.returncode == 0, proc.stderr[-3000:]
-  return {(reduction, accum, task): dict(np.load(os.path.join(
-      out, "%s_%d_task%d.npz" % (reduction, accum, task))))
-          for reduction, accum in case.CASES for task in range(2)}
+  return {(reduction, accum, stages, task): dict(np.load(os.path.join(
+      out, "%s_%d_%d_task%d.npz" % (reduction, accum, stages, task))))
+          for reduction, accum, stages in case.CASES for task in range(2)}
 
 
-@pytest.mark.parametrize("reduction,accum", case.CASES)
+@pytest.fixture(scope="module")
+def references(init_values):
+  """One process of 4 towers (no pipeline), per accumulation."""
+  return {accum: case.run("shared", accum, cluster_lib.SINGLE_PROCESS, init_values[1])
+          for accum in (1, 2)}
+
+
+@pytest.mark.parametrize("reduction,accum,stages", case.CASES)
 def test_two_processes_of_two_towers_equal_one_process_of_four(init_values, worker_results,
-                                                               reduction, accum):
+                                                               references, reduction, accum,
+                                                               stages):
+  """Two processes of 2 towers (or of 1 tower of 2 pipeline stages and 2 micro-batches)."""
   # The same accumulation in one process: a weighted loss is normalised per micro-batch.
-  reference = case.run("shared", accum, cluster_lib.SINGLE_PROCESS, init_values[1])
-  chief, other = worker_results[(reduction, accum, 0)], worker_results[(reduction, accum, 1)]
+  reference = references[accum]
+  chief = worker_results[(reduction, accum, stages, 0)]
+  other = worker_results[(reduction, accum, stages, 1)]
   # Loss of each update, the averaged gradients of update 1, and every variable and Adam slot
   # (global_step too) after both updates.
   assert set(chief) == set(reference)

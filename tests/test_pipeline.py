@@ -10,6 +10,9 @@ import modeling
 import optimization
 from parallel import pipeline
 import run_pretraining_mgpu
+from script_runner import CHINESE_VOCAB, assert_one_line_error, run_script, \
+    write_tiny_bert_config
+from test_classifier import _make_task
 import tower_utils
 from test_run_pretraining import CONFIG as PRETRAINING_CONFIG
 from test_run_pretraining import _batch as pretraining_batch
@@ -163,3 +166,49 @@ def test_bert_base_stages_hold_balanced_parameters(vocab_size):
     # The plan accounts for every parameter of the model.
     assert sum(sizes) == total
     assert len(plan.layer_stage) == 12 and plan.layer_stage == sorted(plan.layer_stage)
+
+
+def test_classifier_script_with_stages_micro_batches_and_replicas(tmp_path):
+  """--n_gpus=4 --pipeline_stages=2: 2 towers of 2 stages; the checkpoint is a stock one that
+  an unsplit run loads and predicts the same from."""
+  data_dir = _make_task(tmp_path / "data")
+  config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128, num_hidden_layers=2)
+  out = tmp_path / "out"
+  common = ["--task_name=tsv", "--data_dir=%s" % data_dir, "--vocab_file=%s" % CHINESE_VOCAB,
+            "--bert_config_file=%s" % config, "--output_dir=%s" % out, "--max_seq_length=16",
+            "--train_batch_size=4", "--predict_batch_size=3", "--learning_rate=1e-3"]
+  piped = run_script("run_classifier_mgpu.py", *common, "--do_train", "--do_eval",
+                     "--do_predict", "--num_train_epochs=1", "--n_gpus=4",
+                     "--pipeline_stages=2", "--num_micro_batches=2")
+  assert piped.returncode == 0, piped.stderr[-3000:]
+  assert "tower 1 stage 1 -> /device:CPU:3" in piped.stderr
+  assert "global batch 8 (4 x 2 towers x 1 processes x 1 accumulation steps), 8 steps" in \
+      piped.stderr
+  piped_probabilities = np.loadtxt(out / "test_results.tsv")
+  assert len(piped_probabilities) == 13
+  names = {name for name, _ in tf.train.list_variables(str(out / "model.ckpt-8"))}
+  stock = {n for n, _ in modeling.stock_variable_shapes(modeling.BertConfig.from_json_file(
+      config))}
+  model = {n for n in names if not n.endswith(("adam_m", "adam_v")) and n != "global_step"}
+  assert model == stock | {"output_weights", "output_bias"}
+
+  plain = run_script("run_classifier_mgpu.py", *common, "--do_predict", "--n_gpus=1")
+  assert plain.returncode == 0, plain.stderr[-3000:]
+  np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv"), piped_probabilities,
+                             atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--n_gpus=3", "--pipeline_stages=2"], "--n_gpus=3 is not a multiple of --pipeline_stages=2"),
+    (["--n_gpus=2", "--pipeline_stages=2", "--num_micro_batches=3"],
+     "--train_batch_size=4 is not a multiple of --num_micro_batches=3"),
+    (["--n_gpus=4", "--pipeline_stages=4"], "--pipeline_stages=4 exceeds num_hidden_layers + 1"),
+])
+def test_pipeline_flags_that_do_not_divide_are_one_line_errors(tmp_path, flags, message):
+  data_dir = _make_task(tmp_path / "data")
+  config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128, num_hidden_layers=2)
+  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--data_dir=%s" % data_dir,
+                    "--vocab_file=%s" % CHINESE_VOCAB, "--bert_config_file=%s" % config,
+                    "--output_dir=%s" % (tmp_path / "out"), "--max_seq_length=16",
+                    "--train_batch_size=4", "--do_train", *flags)
+  assert_one_line_error(proc, message)
