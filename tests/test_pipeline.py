@@ -13,6 +13,7 @@ import run_pretraining_mgpu
 from script_runner import CHINESE_VOCAB, assert_one_line_error, run_script, \
     write_tiny_bert_config
 from test_classifier import _make_task
+from test_towers import classifier_tower_fn
 import tower_utils
 from test_run_pretraining import CONFIG as PRETRAINING_CONFIG
 from test_run_pretraining import _batch as pretraining_batch
@@ -33,14 +34,7 @@ def _classifier_data():
           "label": rng.randint(0, NUM_LABELS, size=(ROWS,)).astype(np.int32)}
 
 
-def _classifier_tower(features, global_batch):
-  del global_batch
-  model = modeling.BertModel(CONFIG, True, features["input_ids"], features["input_mask"])
-  weights = tf.get_variable("output_weights", [NUM_LABELS, CONFIG.hidden_size],
-                            initializer=tf.truncated_normal_initializer(stddev=0.02))
-  logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
-  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=features["label"], logits=logits)), {"logits": logits}
+_classifier_tower = classifier_tower_fn(CONFIG, NUM_LABELS)
 
 
 def _pretraining_tower():

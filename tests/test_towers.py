@@ -27,16 +27,23 @@ def _data(seed=0):
   return {"input_ids": ids, "input_mask": mask, "label": labels}
 
 
-def _tower_fn(features, global_batch):
+def classifier_tower_fn(config, num_labels=NUM_LABELS):
   """A classifier tower: BERT + softmax on the pooled output (gather => sparse gradients)."""
-  del global_batch
-  model = modeling.BertModel(CONFIG, True, features["input_ids"], features["input_mask"])
-  weights = tf.get_variable("output_weights", [NUM_LABELS, CONFIG.hidden_size],
-                            initializer=tf.truncated_normal_initializer(stddev=0.02))
-  logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
-  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=features["label"], logits=logits))
-  return loss, {"logits": logits}
+
+  def tower_fn(features, global_batch):
+    del global_batch
+    model = modeling.BertModel(config, True, features["input_ids"], features["input_mask"])
+    weights = tf.get_variable("output_weights", [num_labels, config.hidden_size],
+                              initializer=tf.truncated_normal_initializer(stddev=0.02))
+    logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=features["label"], logits=logits))
+    return loss, {"logits": logits}
+
+  return tower_fn
+
+
+_tower_fn = classifier_tower_fn(CONFIG)
 
 
 def _one_update(n_towers, data):
