@@ -6,37 +6,53 @@ graph_tokenizer.GraphTokenizer.tokenize, so that an exported model builds exactl
 the model was trained and predicted on.
 """
 
+import collections
+
 import tensorflow as tf
 
 import classifier_data
 
 
-def _positions(tokens):
-  """int64 RaggedTensor like `tokens`: each token's index in its row."""
-  return tf.ragged.range(tokens.row_lengths())
+class Segment(collections.namedtuple("Segment", ["values", "rows", "columns", "lengths"])):
+  """Tokens to place in each row: values, rows and columns [n] (column within the segment),
+  lengths [batch] (tokens per row)."""
 
 
 def truncate(tokens, budgets, mode):
-  """classifier_data.truncate_tokens on every row.
+  """classifier_data.truncate_tokens on every row, as flat lists of the tokens kept.
 
   Args:
-    tokens: RaggedTensor [batch, (length)].
+    tokens: int64 RaggedTensor [batch, (length)].
     budgets: int64 [batch], the most tokens each row may keep.
     mode: one of classifier_data.TRUNCATION_MODES.
 
   Returns:
-    RaggedTensor [batch, (min(length, budget))].
+    a Segment of the kept tokens.
   """
-  positions = _positions(tokens)
-  lengths = tokens.row_lengths()[:, tf.newaxis]
-  budgets = budgets[:, tf.newaxis]
-  head = budgets
+  rows = tokens.value_rowids()
+  index = tf.range(tf.size(tokens.flat_values, out_type=tf.int64)) - tf.gather(
+      tokens.row_starts(), rows)
+  length = tf.gather(tokens.row_lengths(), rows)
+  budget = tf.gather(budgets, rows)
+  head = budget
   if mode == "tail":
-    head = tf.zeros_like(budgets)
+    head = tf.zeros_like(budget)
   elif mode == "head_tail":
-    head = tf.minimum(budgets, classifier_data.HEAD_TAIL_HEAD_TOKENS)
-  keep = (lengths <= budgets) | (positions < head) | (positions >= lengths - (budgets - head))
-  return tf.ragged.boolean_mask(tokens, keep)
+    head = tf.minimum(budget, classifier_data.HEAD_TAIL_HEAD_TOKENS)
+  in_head = (length <= budget) | (index < head)
+  keep = in_head | (index >= length - (budget - head))
+  # A kept token of the tail part moves up by the tokens cut out before it.
+  columns = tf.where(in_head, index, index - length + budget)
+  return Segment(tf.boolean_mask(tokens.flat_values, keep), tf.boolean_mask(rows, keep),
+                 tf.boolean_mask(columns, keep),
+                 tf.math.unsorted_segment_sum(tf.cast(keep, tf.int64), rows, tokens.nrows()))
+
+
+def _special(token_id, batch):
+  """One `token_id` in every row of a batch."""
+  rows = tf.range(batch)
+  return Segment(tf.fill([batch], tf.constant(token_id, tf.int64)), rows, tf.zeros_like(rows),
+                 tf.ones_like(rows))
 
 
 def pair_budgets(len_a, len_b, budget):
@@ -55,14 +71,29 @@ def pair_budgets(len_a, len_b, budget):
   return budget_a, tf.minimum(len_b, budget - budget_a)
 
 
-def _pad(rows, max_seq_length):
-  """int32 [batch, max_seq_length] from a RaggedTensor of at most max_seq_length columns."""
-  return tf.cast(rows.to_tensor(default_value=0, shape=[None, max_seq_length]), tf.int32)
+def _pack(segments, batch, max_seq_length):
+  """Lays (Segment, segment id) pairs out one after the other in each row, then pads.
 
+  Returns:
+    dict input_ids, input_mask, segment_ids: int32 [batch, max_seq_length].
+  """
+  offset = tf.zeros([batch], tf.int64)
+  indices, ids, segment_ids = [], [], []
+  for segment, segment_id in segments:
+    indices.append(tf.stack([segment.rows, tf.gather(offset, segment.rows) + segment.columns],
+                            axis=1))
+    ids.append(segment.values)
+    segment_ids.append(tf.fill(tf.shape(segment.values), tf.constant(segment_id, tf.int64)))
+    offset += segment.lengths
+  indices = tf.concat(indices, axis=0)
+  shape = tf.stack([tf.cast(batch, tf.int64), max_seq_length])
 
-def _column(value, batch):
-  """int64 RaggedTensor [batch, 1] holding `value`."""
-  return tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(value, tf.int64)))
+  def scatter(values):
+    return tf.cast(tf.scatter_nd(indices, values, shape), tf.int32)
+
+  ids = tf.concat(ids, axis=0)
+  return {"input_ids": scatter(ids), "input_mask": scatter(tf.ones_like(ids)),
+          "segment_ids": scatter(tf.concat(segment_ids, axis=0))}
 
 
 def classifier_inputs(ids_a, ids_b, cls_id, sep_id, max_seq_length, mode):
@@ -80,21 +111,17 @@ def classifier_inputs(ids_a, ids_b, cls_id, sep_id, max_seq_length, mode):
   """
   ids_a = tf.cast(ids_a, tf.int64)
   batch = ids_a.nrows()
-  cls, sep = _column(cls_id, batch), _column(sep_id, batch)
+  cls, sep = _special(cls_id, batch), _special(sep_id, batch)
   if ids_b is None:
-    ids_a = truncate(ids_a, tf.fill([batch], tf.constant(max_seq_length - 2, tf.int64)), mode)
-    parts = [(cls, 0), (ids_a, 0), (sep, 0)]
+    budget = tf.fill([batch], tf.constant(max_seq_length - 2, tf.int64))
+    segments = [(cls, 0), (truncate(ids_a, budget, mode), 0), (sep, 0)]
   else:
     ids_b = tf.cast(ids_b, tf.int64)
     budget_a, budget_b = pair_budgets(ids_a.row_lengths(), ids_b.row_lengths(),
                                       max_seq_length - 3)
-    parts = [(cls, 0), (truncate(ids_a, budget_a, mode), 0), (sep, 0),
-             (truncate(ids_b, budget_b, mode), 1), (sep, 1)]
-  input_ids = tf.concat([part for part, _ in parts], axis=1)
-  segment_ids = tf.concat([tf.ones_like(part) * segment for part, segment in parts], axis=1)
-  return {"input_ids": _pad(input_ids, max_seq_length),
-          "input_mask": _pad(tf.ones_like(input_ids), max_seq_length),
-          "segment_ids": _pad(segment_ids, max_seq_length)}
+    segments = [(cls, 0), (truncate(ids_a, budget_a, mode), 0), (sep, 0),
+                (truncate(ids_b, budget_b, mode), 1), (sep, 1)]
+  return _pack(segments, batch, max_seq_length)
 
 
 def rewrite_source_inputs(source_ids, cls_id, sep_id, max_seq_length, source_budget):
@@ -111,9 +138,6 @@ def rewrite_source_inputs(source_ids, cls_id, sep_id, max_seq_length, source_bud
   """
   source_ids = tf.cast(source_ids, tf.int64)
   batch = source_ids.nrows()
-  source_ids = truncate(source_ids, tf.fill([batch], tf.constant(source_budget, tf.int64)),
-                        "head")
-  input_ids = tf.concat([_column(cls_id, batch), source_ids, _column(sep_id, batch)], axis=1)
-  return {"input_ids": _pad(input_ids, max_seq_length),
-          "input_mask": _pad(tf.ones_like(input_ids), max_seq_length),
-          "segment_ids": _pad(tf.zeros_like(input_ids), max_seq_length)}
+  budget = tf.fill([batch], tf.constant(source_budget, tf.int64))
+  return _pack([(_special(cls_id, batch), 0), (truncate(source_ids, budget, "head"), 0),
+                (_special(sep_id, batch), 0)], batch, max_seq_length)

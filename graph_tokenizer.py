@@ -20,6 +20,7 @@ predicates, so the graph classifies every character exactly as the tokenizer it 
 `GraphTokenizer.detokenize` is rewrite_data.ids_to_text in the graph.
 """
 
+import functools
 import unicodedata
 
 import tensorflow as tf
@@ -38,6 +39,7 @@ def _code_points():
   return (c for c in range(_MAX_CODE_POINT + 1) if not 0xD800 <= c <= 0xDFFF)
 
 
+@functools.lru_cache(maxsize=None)
 def _regex_class(predicate):
   """An RE2 character class "[...]" of the code points c for which predicate(chr(c)) holds."""
   ranges, start, previous = [], None, None
@@ -68,6 +70,14 @@ def _strip_accents(char):
   return "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
 
 
+@functools.lru_cache(maxsize=None)
+def _accent_pairs():
+  """(characters, replacements): every character that _strip_accents changes."""
+  pairs = [(chr(c), _strip_accents(chr(c))) for c in _code_points()]
+  pairs = [(c, s) for c, s in pairs if c != s]
+  return [c for c, _ in pairs], [s for _, s in pairs]
+
+
 class GraphTokenizer(tf.Module):
   """text <-> WordPiece ids in the graph, identical to tokenization.FullTokenizer.
 
@@ -76,7 +86,7 @@ class GraphTokenizer(tf.Module):
   """
 
   def __init__(self, vocab_file, do_lower_case, max_word_chars=None):
-    """Builds the tables (a few seconds: the character classes scan all of Unicode).
+    """Builds the tables (the first one in a process takes seconds: it scans all of Unicode).
 
     Args:
       vocab_file: a WordPiece vocabulary (one token per line).
@@ -105,11 +115,8 @@ class GraphTokenizer(tf.Module):
     self._punctuation = _regex_class(tokenization._is_punctuation)  # pylint: disable=protected-access
     self._spaced_script = _regex_class(rewrite_data._is_spaced_script_char)  # pylint: disable=protected-access
     if do_lower_case:
-      accents = [(chr(c), _strip_accents(chr(c))) for c in _code_points()]
-      accents = [(c, s) for c, s in accents if c != s]
       self._accent_table = tf.lookup.StaticHashTable(
-          tf.lookup.KeyValueTensorInitializer([c for c, _ in accents], [s for _, s in accents]),
-          _UNMAPPED)
+          tf.lookup.KeyValueTensorInitializer(*_accent_pairs()), _UNMAPPED)
 
   def tokenize(self, texts):
     """string [batch] -> int32 RaggedTensor [batch, (tokens)]: FullTokenizer's ids."""
@@ -143,31 +150,34 @@ class GraphTokenizer(tf.Module):
     keeps the longest one in the vocabulary. A word with no matching candidate, or longer than
     max_word_chars, becomes one [UNK].
     """
-    num_words = tf.size(words)
     lengths = tf.strings.length(words, unit="UTF8_CHAR")
     max_pieces = tf.minimum(tf.reduce_max(tf.concat([lengths, [0]], 0)), self.max_word_chars)
     widths = tf.range(1, self._max_token_chars + 1)
-    tiled_words = tf.tile(words[:, tf.newaxis], [1, self._max_token_chars])
 
     def body(step, start, failed, pieces):
+      alive = tf.where((start < lengths) & ~failed)[:, 0]  # only unfinished words cost work
+      alive_start = tf.gather(start, alive)
+      positions = alive_start[:, tf.newaxis] + tf.zeros_like(widths)[tf.newaxis, :]
+      sizes = widths[tf.newaxis, :] + tf.zeros_like(alive_start)[:, tf.newaxis]
       candidates = tf.strings.substr(
-          tiled_words, tf.tile(start[:, tf.newaxis], [1, self._max_token_chars]),
-          tf.tile(widths[tf.newaxis, :], [num_words, 1]), unit="UTF8_CHAR")
-      candidates = tf.where(start[:, tf.newaxis] > 0, "##" + candidates, candidates)
+          tf.tile(tf.gather(words, alive)[:, tf.newaxis], [1, self._max_token_chars]),
+          positions, sizes, unit="UTF8_CHAR")
+      candidates = tf.where(positions > 0, "##" + candidates, candidates)
       ids = tf.cast(self._table.lookup(candidates), tf.int32)
-      fits = start[:, tf.newaxis] + widths[tf.newaxis, :] <= lengths[:, tf.newaxis]
-      width = tf.reduce_max(tf.where((ids >= 0) & fits, widths, 0), axis=1)  # 0: no match
+      fits = positions + sizes <= tf.gather(lengths, alive)[:, tf.newaxis]
+      width = tf.reduce_max(tf.where((ids >= 0) & fits, sizes, 0), axis=1)  # 0: no match
       piece = tf.gather(ids, tf.maximum(width - 1, 0), batch_dims=1)
-      alive = (start < lengths) & ~failed
-      pieces += tf.one_hot(step, max_pieces, dtype=tf.int32) * tf.where(
-          alive & (width > 0), piece + 1, 0)[:, tf.newaxis]
-      return step + 1, start + width, failed | (alive & tf.equal(width, 0)), pieces
+      slots = tf.stack([alive, tf.fill(tf.shape(alive), tf.cast(step, tf.int64))], axis=1)
+      # Pieces are stored as id + 1 so that 0 marks an empty slot.
+      pieces = tf.tensor_scatter_nd_update(pieces, slots, tf.where(width > 0, piece + 1, 0))
+      return (step + 1, tf.tensor_scatter_nd_add(start, alive[:, tf.newaxis], width),
+              tf.tensor_scatter_nd_update(failed, alive[:, tf.newaxis], tf.equal(width, 0)),
+              pieces)
 
     _, _, failed, pieces = tf.while_loop(
         lambda step, start, failed, pieces: tf.reduce_any((start < lengths) & ~failed),
         body, (0, tf.zeros_like(lengths), lengths > self.max_word_chars,
-               tf.zeros(tf.stack([num_words, max_pieces]), tf.int32)))
-    # Pieces are stored as id + 1 so that 0 marks an empty slot.
+               tf.zeros(tf.stack([tf.size(words), max_pieces]), tf.int32)))
     pieces = tf.where(failed[:, tf.newaxis], 0, pieces)
     unk = tf.where(failed, self.unk_id + 1, 0)[:, tf.newaxis]
     pieces = tf.concat([unk, pieces], axis=1)
