@@ -24,6 +24,7 @@ import cli
 import common_flags
 import input_pipeline
 import modeling
+import saved_model_export
 import training
 
 FLAGS = flags.FLAGS
@@ -33,6 +34,7 @@ common_flags.define_mode_flags()
 common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
+saved_model_export.define_flags()
 
 flags.DEFINE_string("data_dir", None,
                     "The input data dir: train.tsv, dev.tsv, test.tsv (or the stock file names "
@@ -158,8 +160,9 @@ def classification_report(probabilities, per_example_loss, label_ids, label_list
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-    raise cli.InputError("at least one of --do_train, --do_eval or --do_predict must be set")
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.do_export):
+    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict or --do_export "
+                         "must be set")
   if not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
   common_flags.require_output_dir()
@@ -232,6 +235,11 @@ def main(_):
         writer.write(label_list[int(np.argmax(row))] + "\n")
     logging.info("Wrote %d predictions to %s", len(probabilities),
                  os.path.join(FLAGS.output_dir, "predict.txt"))
+
+  if FLAGS.do_export:
+    examples = (processor.get_test_examples(FLAGS.data_dir) if os.path.isfile(source("test"))
+                else processor.get_dev_examples(FLAGS.data_dir))
+    saved_model_export.export_classifier(label_list, examples)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ import rewrite_data
 import rewrite_decoding
 import rewrite_metrics
 import rewrite_model
+import saved_model_export
 import training
 
 FLAGS = flags.FLAGS
@@ -55,6 +56,7 @@ common_flags.define_mode_flags()
 common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
+saved_model_export.define_flags()
 
 flags.DEFINE_string("data_dir", None,
                     "Directory with train.tsv, dev.tsv and test.tsv: UTF-8 rows "
@@ -257,9 +259,9 @@ def pretrain_rewrite(pipeline):
 def main(_):
   logging.set_verbosity(logging.INFO)
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.do_rank or
-          FLAGS.do_pretrain_rewrite):
-    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict, --do_rank or "
-                         "--do_pretrain_rewrite must be set")
+          FLAGS.do_pretrain_rewrite or FLAGS.do_export):
+    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict, --do_rank, "
+                         "--do_pretrain_rewrite or --do_export must be set")
   if FLAGS.do_pretrain_rewrite and FLAGS.do_train:
     raise cli.InputError("--do_pretrain_rewrite and --do_train write checkpoints to the same "
                          "--output_dir: pretrain first, then fine-tune in another output_dir "
@@ -287,6 +289,9 @@ def main(_):
       predict(pipeline, checkpoint)
     if FLAGS.do_rank:
       rank(pipeline, checkpoint)
+
+  if FLAGS.do_export:
+    saved_model_export.export_rewriter()
 
 
 if __name__ == "__main__":

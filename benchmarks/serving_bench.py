@@ -1,0 +1,78 @@
+"""Serves a run's test set from its exported SavedModel and checks it against the run's outputs.
+
+  python benchmarks/serving_bench.py --output_dir=out/my_task --data_dir=my_task --task_name=tsv
+
+Loads <output_dir>/saved_model with tf.saved_model.load (TF2, eager: the way a Python server
+would), classifies the test examples through the raw-text signature serving_default, and
+prints how many labels equal predict.txt, the largest difference to test_results.tsv, and the
+serving throughput in examples/sec at batch 1 and at batch 32 (the mean of the faster half of
+the rounds, after one warm-up call per batch shape).
+"""
+
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import run_classifier_mgpu  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_integer("batch1_examples", 200, "Examples served one at a time.")
+flags.DEFINE_integer("rounds", 3, "Timed passes per batch size.")
+
+
+def _inputs(examples, with_text_b):
+  inputs = {"text_a": tf.constant([e.text_a for e in examples])}
+  if with_text_b:
+    inputs["text_b"] = tf.constant([e.text_b for e in examples])
+  return inputs
+
+
+def serve(signature, examples, batch_size, with_text_b):
+  """Probabilities [n, labels] and labels [n] of `examples`, batch by batch."""
+  probabilities, labels = [], []
+  for start in range(0, len(examples), batch_size):
+    outputs = signature(**_inputs(examples[start:start + batch_size], with_text_b))
+    probabilities.append(outputs["probabilities"].numpy())
+    labels += [label.decode("utf-8") for label in outputs["label"].numpy()]
+  return np.concatenate(probabilities), labels
+
+
+def throughput(signature, examples, batch_size, with_text_b):
+  """examples/sec: the mean of the faster half of FLAGS.rounds passes, after a warm-up."""
+  serve(signature, examples[:batch_size], batch_size, with_text_b)
+  rates = []
+  for _ in range(FLAGS.rounds):
+    start = time.perf_counter()
+    serve(signature, examples, batch_size, with_text_b)
+    rates.append(len(examples) / (time.perf_counter() - start))
+  return float(np.mean(sorted(rates)[len(rates) // 2:]))
+
+
+def main(_):
+  examples = run_classifier_mgpu.get_processor().get_test_examples(FLAGS.data_dir)
+  model = tf.saved_model.load(os.path.join(FLAGS.output_dir, "saved_model"))
+  signature = model.signatures["serving_default"]
+  with_text_b = "text_b" in signature.structured_input_signature[1]
+  probabilities, labels = serve(signature, examples, 32, with_text_b)
+  with open(os.path.join(FLAGS.output_dir, "predict.txt"), encoding="utf-8") as f:
+    predicted = f.read().splitlines()
+  expected = np.loadtxt(os.path.join(FLAGS.output_dir, "test_results.tsv"), delimiter="\t",
+                        ndmin=2)
+  print("examples %d: labels equal to predict.txt %d, max |probability - test_results.tsv| "
+        "%.2e" % (len(examples), sum(a == b for a, b in zip(labels, predicted)),
+                  np.abs(probabilities - expected).max()))
+  for batch_size, subset in ((1, examples[:FLAGS.batch1_examples]), (32, examples)):
+    print("serving_default batch %d: %.1f examples/sec (%d examples)" % (
+        batch_size, throughput(signature, subset, batch_size, with_text_b), len(subset)))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,252 @@
+"""Builds the serving SavedModel of a trained classifier or rewriter (TF2, eager).
+
+  python build_saved_model.py --spec='{"task": "classifier", ...}'
+
+Run by saved_model_export (that is, by `--do_export` of run_classifier_mgpu.py and
+run_rewrite_finetune.py) in a process of its own: the run scripts switch TensorFlow to graph
+mode, and a TF2 SavedModel is written from eager mode. The model graph is the run scripts' own
+graph code (run_classifier_mgpu.create_model, rewrite_decoding.decode), traced once through
+tf.compat.v1.wrap_function; its variables are then loaded from the checkpoint and held by a
+tf.Module whose tf.functions become the signatures:
+
+  classifier  serving_default  text_a [batch] (+ text_b [batch] for pair tasks) ->
+                               label [batch], label_id [batch], probabilities and logits
+                               [batch, num_labels]
+              serve_ids        input_ids, input_mask, segment_ids [batch, seq] -> the same
+              tokenize         the inputs of serving_default -> input_ids, input_mask,
+                               segment_ids [batch, max_seq_length]
+  rewriter    serving_default  source [batch] -> rewrite [batch], output_ids
+                               [batch, max_target_length + 1], scores [batch]
+              serve_ids        input_ids, input_mask, segment_ids [batch, max_seq_length] ->
+                               the same
+              tokenize         source [batch] -> input_ids, input_mask, segment_ids
+
+The assets hold vocab.txt, bert_config.json, export_config.json (the spec: how inputs are
+tokenized, truncated and decoded) and, for the classifier, labels.txt.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+import cli
+import graph_features
+import graph_tokenizer
+import modeling
+import rewrite_data
+import rewrite_decoding
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("spec", None,
+                    "The export as JSON (written by saved_model_export): task (classifier or "
+                    "rewriter), checkpoint, bert_config_file, vocab_file, do_lower_case, "
+                    "max_seq_length, export_dir, and the task's own settings.")
+
+_FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def _text_spec(name):
+  return tf.TensorSpec([None], tf.string, name=name)
+
+
+def _ids_specs(seq_length):
+  return [tf.TensorSpec([None, seq_length], tf.int32, name=name) for name in _FEATURE_NAMES]
+
+
+def restore_variables(variables, checkpoint):
+  """Loads each variable's value from `checkpoint` by its stock name.
+
+  Raises:
+    InputError: the checkpoint lacks a variable of the model (e.g. it has no classifier head),
+      or holds it with another shape (the config does not belong to the checkpoint).
+  """
+  reader = tf.train.load_checkpoint(checkpoint)
+  shapes = reader.get_variable_to_shape_map()
+  names = [v.name.split(":")[0] for v in variables]
+  missing = sorted(name for name in names if name not in shapes)
+  if missing:
+    raise cli.InputError(
+        "checkpoint %s lacks %d variable(s) of the model, e.g. %s: it was not trained for this "
+        "task (train with --do_train first, or point --output_dir at a trained model)" %
+        (checkpoint, len(missing), ", ".join(missing[:3])))
+  for name, variable in zip(names, variables):
+    if list(shapes[name]) != variable.shape.as_list():
+      raise cli.InputError(
+          "checkpoint %s: variable %s has shape %s there but %s in the model; does "
+          "--bert_config_file (or the label list) belong to this checkpoint?" %
+          (checkpoint, name, shapes[name], variable.shape.as_list()))
+    variable.assign(reader.get_tensor(name))
+  logging.info("Restored %d variables from %s", len(variables), checkpoint)
+
+
+def wrap_model(model_fn, input_specs, checkpoint):
+  """Traces graph-mode model code into a function whose variables hold `checkpoint`'s values.
+
+  Args:
+    model_fn: callable(*Tensors) -> dict of Tensors, building tf.compat.v1 graph code.
+    input_specs: a TensorSpec per argument.
+    checkpoint: checkpoint prefix.
+
+  Returns:
+    a tf.compat.v1 WrappedFunction (call it like a tf.function; `.variables` lists them).
+  """
+  wrapped = tf.compat.v1.wrap_function(model_fn, input_specs)
+  restore_variables(wrapped.variables, checkpoint)
+  return wrapped
+
+
+def _trim_padding(features):
+  """Drops the padding columns that no row of the batch uses (the model ignores them)."""
+  length = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1))
+  return {name: t[:, :length] for name, t in features.items()}
+
+
+class ServingModule(tf.Module):
+  """What classifier and rewriter share: tokenizer, weights, assets."""
+
+  def __init__(self, spec):
+    super().__init__()
+    self.tokenizer = graph_tokenizer.GraphTokenizer(spec["vocab_file"], spec["do_lower_case"])
+    self.bert_config = modeling.BertConfig.from_json_file(spec["bert_config_file"])
+    self.max_seq_length = spec["max_seq_length"]
+    self._cls_id = self.tokenizer.vocab["[CLS]"]
+    self._asset_dir = tempfile.mkdtemp(prefix="saved_model_assets-")
+    self.assets = {}
+    self.add_asset("vocab.txt", path=spec["vocab_file"])
+    self.add_asset("bert_config.json", self.bert_config.to_json_string())
+    self.add_asset("export_config.json", json.dumps(spec, indent=2, ensure_ascii=False))
+
+  def add_asset(self, name, text=None, path=None):
+    """Adds a file (a copy of `path`, or `text`) to the SavedModel's assets/ as `name`."""
+    target = os.path.join(self._asset_dir, name)
+    if path:
+      shutil.copyfile(path, target)
+    else:
+      with open(target, "w", encoding="utf-8") as f:
+        f.write(text)
+    self.assets[name.replace(".", "_")] = tf.saved_model.Asset(target)
+
+  def hold_weights(self, model_fn, input_specs, checkpoint):
+    """Wraps model_fn (see wrap_model) and keeps its variables tracked for saving."""
+    self._model = wrap_model(model_fn, input_specs, checkpoint)
+    self.model_variables = list(self._model.variables)
+
+  def save(self, export_dir, signatures):
+    tf.saved_model.save(self, export_dir, signatures=signatures)
+    shutil.rmtree(self._asset_dir, ignore_errors=True)
+    logging.info("Wrote SavedModel %s (signatures: %s)", export_dir, ", ".join(signatures))
+
+
+class ClassifierModule(ServingModule):
+  """The classifier of run_classifier_mgpu.py, from raw text or ids to labels."""
+
+  def __init__(self, spec):
+    super().__init__(spec)
+    import run_classifier_mgpu  # pylint: disable=g-import-not-at-top
+    self.labels = tf.constant(spec["labels"])
+    self.truncation = spec["truncation"]
+    self.text_b = spec["text_b"]
+    self.add_asset("labels.txt", "".join(label + "\n" for label in spec["labels"]))
+
+    def model_fn(input_ids, input_mask, segment_ids):
+      _, _, logits, probabilities = run_classifier_mgpu.create_model(
+          self.bert_config, False, input_ids, input_mask, segment_ids,
+          tf.zeros_like(input_ids[:, 0]), len(spec["labels"]))
+      return {"logits": logits, "probabilities": probabilities}
+
+    self.hold_weights(model_fn, _ids_specs(None), spec["checkpoint"])
+    text_specs = [_text_spec("text_a")] + ([_text_spec("text_b")] if self.text_b else [])
+    self.classify_text = tf.function(self._classify_text, input_signature=text_specs)
+    self.classify_ids = tf.function(self._classify_ids, input_signature=_ids_specs(None))
+    self.tokenize = tf.function(self._tokenize, input_signature=text_specs)
+
+  def _tokenize(self, text_a, text_b=None):
+    """Texts [batch] -> input_ids, input_mask, segment_ids int32 [batch, max_seq_length]."""
+    ids_b = self.tokenizer.tokenize(text_b) if text_b is not None else None
+    return graph_features.classifier_inputs(
+        self.tokenizer.tokenize(text_a), ids_b, self._cls_id, self.tokenizer.sep_id,
+        self.max_seq_length, self.truncation)
+
+  def _classify_ids(self, input_ids, input_mask, segment_ids):
+    """int32 [batch, seq] -> label (string), label_id [batch]; probabilities, logits."""
+    outputs = self._model(input_ids, input_mask, segment_ids)
+    label_id = tf.argmax(outputs["probabilities"], axis=-1, output_type=tf.int32)
+    return {"label": tf.gather(self.labels, label_id), "label_id": label_id,
+            "probabilities": outputs["probabilities"], "logits": outputs["logits"]}
+
+  def _classify_text(self, text_a, text_b=None):
+    features = _trim_padding(self._tokenize(text_a, text_b))
+    return self._classify_ids(*[features[name] for name in _FEATURE_NAMES])
+
+  def signatures(self):
+    return {"serving_default": self.classify_text, "serve_ids": self.classify_ids,
+            "tokenize": self.tokenize}
+
+
+class RewriterModule(ServingModule):
+  """The rewriter of run_rewrite_finetune.py: beam search (or greedy) decoding in the graph."""
+
+  def __init__(self, spec):
+    super().__init__(spec)
+    self.source_budget = rewrite_data.source_budget(spec["max_seq_length"],
+                                                    spec["max_target_length"])
+    params = rewrite_decoding.decode_params_from_vocab(
+        self.tokenizer.vocab, spec["max_target_length"], spec["min_target_length"],
+        spec["beam_size"], spec["length_penalty"], spec["no_repeat_ngram_size"])
+
+    def model_fn(input_ids, input_mask, segment_ids):
+      return rewrite_decoding.decode(self.bert_config, input_ids, input_mask, segment_ids,
+                                     params)
+
+    specs = _ids_specs(self.max_seq_length)
+    self.hold_weights(model_fn, specs, spec["checkpoint"])
+    self.rewrite_text = tf.function(self._rewrite_text,
+                                    input_signature=[_text_spec("source")])
+    self.rewrite_ids = tf.function(self._rewrite_ids, input_signature=specs)
+    self.tokenize = tf.function(self._tokenize, input_signature=[_text_spec("source")])
+
+  def _tokenize(self, source):
+    """source [batch] -> [CLS] source [SEP] as int32 [batch, max_seq_length] features."""
+    return graph_features.rewrite_source_inputs(
+        self.tokenizer.tokenize(source), self._cls_id, self.tokenizer.sep_id,
+        self.max_seq_length, self.source_budget)
+
+  def _rewrite_ids(self, input_ids, input_mask, segment_ids):
+    """int32 [batch, max_seq_length] -> rewrite [batch], output_ids, scores."""
+    outputs = self._model(input_ids, input_mask, segment_ids)
+    return {"rewrite": self.tokenizer.detokenize(outputs["output_ids"]),
+            "output_ids": outputs["output_ids"], "scores": outputs["scores"]}
+
+  def _rewrite_text(self, source):
+    features = self._tokenize(source)
+    return self._rewrite_ids(*[features[name] for name in _FEATURE_NAMES])
+
+  def signatures(self):
+    return {"serving_default": self.rewrite_text, "serve_ids": self.rewrite_ids,
+            "tokenize": self.tokenize}
+
+
+MODULES = {"classifier": ClassifierModule, "rewriter": RewriterModule}
+
+
+def build(spec):
+  """Writes the SavedModel of `spec` (a dict, see --spec) to spec["export_dir"]."""
+  module = MODULES[spec["task"]](spec)
+  module.save(spec["export_dir"], module.signatures())
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  if not FLAGS.spec:
+    raise cli.InputError("--spec is required (run --do_export of a run script instead)")
+  build(json.loads(FLAGS.spec))
+
+
+if __name__ == "__main__":
+  cli.run_main(main)

@@ -1,0 +1,110 @@
+"""--do_export: a run's latest checkpoint as a SavedModel for serving, <output_dir>/saved_model/.
+
+The run scripts call `export_classifier` / `export_rewriter` at the end of main. They collect
+what serving needs to process raw text exactly as the run did (vocabulary, casing,
+max_seq_length, truncation, labels; the decoding flags of the rewriter) into a spec, and
+build_saved_model.py writes the SavedModel from it in a process of its own (TF2, eager; the
+run scripts are in graph mode).
+
+The SavedModel is built in a temporary directory beside the final one and renamed into place
+only once it is complete, so a failed export never damages an existing good one.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from absl import flags
+from absl import logging
+
+import cli
+import training
+
+FLAGS = flags.FLAGS
+
+EXPORT_DIR = "saved_model"
+_BUILDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "build_saved_model.py")
+
+
+def define_flags():
+  """--do_export (idempotent, like common_flags)."""
+  if "do_export" not in FLAGS:
+    flags.DEFINE_bool(
+        "do_export", False,
+        "Export the latest checkpoint in --output_dir (after training, with --do_train) as a "
+        "TF2 SavedModel for serving, output_dir/saved_model/: signatures serving_default "
+        "(raw text in, tokenized in the graph like this run), serve_ids (token ids in) and "
+        "tokenize. Vocab, bert_config and labels travel in its assets.")
+
+
+def _common_spec(task):
+  """The spec fields of both tasks: checkpoint, model files and tokenization."""
+  if FLAGS.spm_model_file:
+    raise cli.InputError("--do_export supports WordPiece vocabularies (--vocab_file) only; "
+                         "models tokenized with --spm_model_file cannot be exported")
+  return {
+      "task": task,
+      "checkpoint": os.path.abspath(training.find_checkpoint(FLAGS.output_dir,
+                                                             FLAGS.init_checkpoint)),
+      "bert_config_file": os.path.abspath(FLAGS.bert_config_file),
+      "vocab_file": os.path.abspath(FLAGS.vocab_file),
+      "do_lower_case": FLAGS.do_lower_case,
+      "max_seq_length": FLAGS.max_seq_length,
+  }
+
+
+def export_classifier(label_list, examples):
+  """Exports run_classifier_mgpu.py's model; returns the SavedModel directory.
+
+  Args:
+    label_list: the task's labels (labels.txt order).
+    examples: InputExamples of the task (test or dev): when they hold pairs, serving_default
+      takes text_a and text_b, else text_a alone.
+  """
+  spec = _common_spec("classifier")
+  spec.update(labels=list(label_list), truncation=FLAGS.truncation,
+              text_b=any(e.text_b is not None for e in examples))
+  return build(spec)
+
+
+def export_rewriter():
+  """Exports run_rewrite_finetune.py's model and decoding flags; returns the directory."""
+  spec = _common_spec("rewriter")
+  spec.update(max_target_length=FLAGS.max_target_length,
+              min_target_length=FLAGS.min_target_length, beam_size=FLAGS.beam_size,
+              length_penalty=FLAGS.length_penalty,
+              no_repeat_ngram_size=FLAGS.no_repeat_ngram_size)
+  return build(spec)
+
+
+def build(spec):
+  """Runs build_saved_model.py on `spec`, then moves the result to output_dir/saved_model.
+
+  A build stopped by bad input (the builder printed its `error:` line) exits with status 2.
+  """
+  final_dir = os.path.join(FLAGS.output_dir, EXPORT_DIR)
+  building_dir = "%s.tmp-%d" % (final_dir, os.getpid())
+  shutil.rmtree(building_dir, ignore_errors=True)
+  spec = dict(spec, export_dir=building_dir)
+  logging.info("Exporting %s as a SavedModel: %s", spec["checkpoint"], final_dir)
+  returncode = subprocess.call([sys.executable, _BUILDER, "--spec=" + json.dumps(spec)])
+  if returncode != 0:
+    shutil.rmtree(building_dir, ignore_errors=True)
+    if returncode == 2:
+      sys.exit(2)
+    raise RuntimeError("building the SavedModel failed (exit status %d; see the log above); "
+                       "%s is unchanged" % (returncode, final_dir))
+  _replace_dir(building_dir, final_dir)
+  logging.info("Exported %s", final_dir)
+  return final_dir
+
+
+def _replace_dir(new_dir, final_dir):
+  """Renames new_dir to final_dir, moving an existing final_dir out of the way first."""
+  old_dir = "%s.old-%d" % (final_dir, os.getpid())
+  if os.path.exists(final_dir):
+    os.rename(final_dir, old_dir)
+  os.rename(new_dir, final_dir)
+  shutil.rmtree(old_dir, ignore_errors=True)

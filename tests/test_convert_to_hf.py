@@ -1,0 +1,255 @@
+"""convert_to_hf.py: our checkpoints to Hugging Face BERTs, and the round trip HF -> ours -> HF.
+
+With transformers installed (requirements-bench.txt) the converted models are loaded with the
+Auto classes and their outputs compared with ours; without it those tests are skipped.
+"""
+
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+import modeling
+import pretraining_model
+import run_classifier_mgpu
+import tokenization
+from script_runner import ENGLISH_VOCAB, assert_one_line_error, run_script, \
+    write_tiny_bert_config
+
+HIDDEN, LAYERS = 32, 2
+
+
+def _read_raw_safetensors(path):
+  """{name: (dtype, shape, raw bytes)} of a .safetensors file, parsed independently."""
+  with open(path, "rb") as f:
+    header_len = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(header_len))
+    data = f.read()
+  return {name: (info["dtype"], info["shape"],
+                 data[info["data_offsets"][0]:info["data_offsets"][1]])
+          for name, info in header.items() if name != "__metadata__"}
+
+
+def _hf_bert_model_tensors(rng, vocab_size):
+  """Tensors of a tiny transformers BertModel, named as its save_pretrained names them."""
+  shapes = {"embeddings.word_embeddings.weight": [vocab_size, HIDDEN],
+            "embeddings.position_embeddings.weight": [64, HIDDEN],
+            "embeddings.token_type_embeddings.weight": [2, HIDDEN],
+            "embeddings.LayerNorm.weight": [HIDDEN], "embeddings.LayerNorm.bias": [HIDDEN],
+            "pooler.dense.weight": [HIDDEN, HIDDEN], "pooler.dense.bias": [HIDDEN]}
+  for i in range(LAYERS):
+    for name, shape in (("attention.self.query", [HIDDEN, HIDDEN]),
+                        ("attention.self.key", [HIDDEN, HIDDEN]),
+                        ("attention.self.value", [HIDDEN, HIDDEN]),
+                        ("attention.output.dense", [HIDDEN, HIDDEN]),
+                        ("intermediate.dense", [2 * HIDDEN, HIDDEN]),
+                        ("output.dense", [HIDDEN, 2 * HIDDEN])):
+      shapes["encoder.layer.%d.%s.weight" % (i, name)] = shape
+      shapes["encoder.layer.%d.%s.bias" % (i, name)] = shape[:1]
+    for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+      shapes["encoder.layer.%d.%s.weight" % (i, norm)] = [HIDDEN]
+      shapes["encoder.layer.%d.%s.bias" % (i, norm)] = [HIDDEN]
+  return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+
+
+def _write_hf_model(model_dir, tensors, config):
+  """A Hugging Face model directory (safetensors written by hand, with a position_ids buffer)."""
+  os.makedirs(model_dir)
+  tensors = dict(tensors, **{"embeddings.position_ids": np.arange(64, dtype=np.int64)[None]})
+  header, data = {}, b""
+  for name, value in tensors.items():
+    raw = value.tobytes()
+    header[name] = {"dtype": {"float32": "F32", "int64": "I64"}[value.dtype.name],
+                    "shape": list(value.shape), "data_offsets": [len(data), len(data) + len(raw)]}
+    data += raw
+  header_bytes = json.dumps(header).encode()
+  with open(os.path.join(model_dir, "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(header_bytes)) + header_bytes + data)
+  with open(os.path.join(model_dir, "config.json"), "w") as f:
+    json.dump(config, f)
+
+
+def test_hf_to_ours_to_hf_gives_the_same_tensors_bit_for_bit(tmp_path):
+  vocab_size = 30522
+  tensors = _hf_bert_model_tensors(np.random.default_rng(0), vocab_size)
+  config = {"vocab_size": vocab_size, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
+            "num_attention_heads": 4, "intermediate_size": 2 * HIDDEN, "hidden_act": "gelu",
+            "max_position_embeddings": 64, "type_vocab_size": 2, "model_type": "bert"}
+  hf_dir, ours, back = str(tmp_path / "hf"), str(tmp_path / "ours"), str(tmp_path / "back")
+  _write_hf_model(hf_dir, tensors, config)
+  proc = run_script("convert_hf_checkpoint.py", "--hf_model_dir=" + hf_dir, "--output_dir=" + ours)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + os.path.join(ours, "bert_model.ckpt"),
+                    "--bert_config_file=" + os.path.join(ours, "bert_config.json"),
+                    "--vocab_file=" + ENGLISH_VOCAB, "--output_dir=" + back)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  original = _read_raw_safetensors(os.path.join(hf_dir, "model.safetensors"))
+  round_trip = _read_raw_safetensors(os.path.join(back, "model.safetensors"))
+  # position_ids is a buffer (0, 1, 2, ...), not a weight: neither converter carries it.
+  assert set(original) - set(round_trip) == {"embeddings.position_ids"}
+  assert sorted(round_trip) == sorted(tensors)
+  for name in tensors:
+    assert round_trip[name] == original[name], name
+  with open(os.path.join(back, "config.json")) as f:
+    back_config = json.load(f)
+  assert back_config["architectures"] == ["BertModel"]
+  assert back_config["hidden_act"] == "gelu_new"  # modeling.py's tanh GELU
+
+
+def _save_checkpoint(output_dir, build_heads):
+  """A random tiny BERT (initializer_range 0.2) with build_heads(model)'s variables.
+
+  Returns:
+    (checkpoint prefix, bert_config_file, input ids/mask/segments [3, 12], the heads' outputs
+    computed here).
+  """
+  os.makedirs(output_dir, exist_ok=True)
+  config_file = write_tiny_bert_config(os.path.join(output_dir, "bert_config.json"), 30522,
+                                       hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                       initializer_range=0.2)
+  config = modeling.BertConfig.from_json_file(config_file)
+  rng = np.random.RandomState(0)
+  input_ids = rng.randint(1000, 30000, size=(3, 12)).astype(np.int32)
+  input_mask = np.ones_like(input_ids)
+  input_mask[1, 9:] = 0
+  segment_ids = np.zeros_like(input_ids)
+  segment_ids[:, 6:] = 1
+  with tf.Graph().as_default():
+    tf.set_random_seed(1)
+    outputs = build_heads(config, *[tf.constant(x) for x in (input_ids, input_mask, segment_ids)])
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      # Non-zero biases, so that a bias mapped to the wrong name would show.
+      for variable in tf.global_variables():
+        if "bias" in variable.op.name or "beta" in variable.op.name:
+          sess.run(variable.assign(rng.normal(0, 0.1, variable.shape.as_list())))
+      values = sess.run(outputs)
+      prefix = tf.train.Saver().save(sess, os.path.join(output_dir, "model.ckpt"), global_step=7)
+  return prefix, config_file, (input_ids, input_mask, segment_ids), values
+
+
+def _classifier_heads(config, input_ids, input_mask, segment_ids):
+  _, _, logits, _ = run_classifier_mgpu.create_model(
+      config, False, input_ids, input_mask, segment_ids, tf.zeros([3], tf.int32), 3)
+  return {"logits": logits}
+
+
+def _pretraining_heads(config, input_ids, input_mask, segment_ids):
+  model = modeling.BertModel(config, False, input_ids, input_mask, segment_ids)
+  positions = tf.tile(tf.range(12)[tf.newaxis], [3, 1])
+  _, _, log_probs = pretraining_model.get_masked_lm_output(
+      config, model.get_sequence_output(), model.get_embedding_table(), positions,
+      tf.zeros_like(positions), tf.ones([3, 12]))
+  pretraining_model.get_next_sentence_output(config, model.get_pooled_output(),
+                                             tf.zeros([3], tf.int32))
+  return {"mlm_log_probs": tf.reshape(log_probs, [3, 12, -1])}
+
+
+def _convert(checkpoint, config_file, output_dir, *extra):
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + checkpoint,
+                    "--bert_config_file=" + config_file, "--vocab_file=" + ENGLISH_VOCAB,
+                    "--output_dir=" + output_dir, *extra)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with open(os.path.join(output_dir, "config.json")) as f:
+    return json.load(f), _read_raw_safetensors(os.path.join(output_dir, "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+  run_dir = str(tmp_path_factory.mktemp("clf_run"))
+  checkpoint, config_file, inputs, values = _save_checkpoint(run_dir, _classifier_heads)
+  with open(os.path.join(run_dir, "labels.txt"), "w") as f:
+    f.write("negative\nneutral\npositive\n")
+  hf_dir = str(tmp_path_factory.mktemp("clf_hf"))
+  config, tensors = _convert(run_dir, config_file, hf_dir)  # the run dir: latest checkpoint
+  return checkpoint, hf_dir, config, tensors, inputs, values
+
+
+def test_classifier_checkpoint_converts_with_its_labels_and_tokenizer(classifier):
+  checkpoint, hf_dir, config, tensors, _, _ = classifier
+  assert config["architectures"] == ["BertForSequenceClassification"]
+  assert config["id2label"] == {"0": "negative", "1": "neutral", "2": "positive"}
+  assert config["label2id"] == {"negative": 0, "neutral": 1, "positive": 2}
+  assert tensors["classifier.weight"][:2] == ("F32", [3, HIDDEN])
+  assert tensors["classifier.weight"][2] == tf.train.load_variable(
+      checkpoint, "output_weights").tobytes()
+  kernel = tf.train.load_variable(checkpoint, "bert/encoder/layer_1/intermediate/dense/kernel")
+  assert tensors["bert.encoder.layer.1.intermediate.dense.weight"] == (
+      "F32", [2 * HIDDEN, HIDDEN], np.ascontiguousarray(kernel.T).tobytes())
+  assert len(tensors) == 5 + LAYERS * 16 + 2 + 2  # embeddings, layers, pooler, classifier
+  assert not [name for name in tensors if "adam" in name or "global_step" in name]
+  with open(os.path.join(hf_dir, "tokenizer_config.json")) as f:
+    assert json.load(f)["do_lower_case"] is True
+  with open(os.path.join(hf_dir, "vocab.txt"), "rb") as f, open(ENGLISH_VOCAB, "rb") as g:
+    assert f.read() == g.read()
+
+
+def test_pretraining_checkpoint_converts_with_its_heads(tmp_path):
+  checkpoint, config_file, _, _ = _save_checkpoint(str(tmp_path / "run"), _pretraining_heads)
+  config, tensors = _convert(checkpoint, config_file, str(tmp_path / "hf"))
+  assert config["architectures"] == ["BertForPreTraining"]
+  assert {"cls.predictions.bias", "cls.predictions.transform.dense.weight",
+          "cls.predictions.transform.LayerNorm.weight", "cls.seq_relationship.weight",
+          "cls.seq_relationship.bias", "bert.embeddings.word_embeddings.weight"} <= set(tensors)
+  assert tensors["cls.seq_relationship.weight"][1] == [2, HIDDEN]
+
+
+def test_missing_checkpoint_is_a_one_line_error(tmp_path):
+  config_file = write_tiny_bert_config(str(tmp_path / "bert_config.json"), 30522)
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + str(tmp_path / "nope" / "model.ckpt"),
+                    "--bert_config_file=" + config_file, "--vocab_file=" + ENGLISH_VOCAB,
+                    "--output_dir=" + str(tmp_path / "hf"))
+  assert_one_line_error(proc, "--checkpoint=", "no checkpoint there")
+  assert not os.path.exists(str(tmp_path / "hf"))
+
+
+def test_vocab_that_does_not_match_the_config_is_a_one_line_error(classifier, tmp_path):
+  checkpoint = classifier[0]
+  config_file = write_tiny_bert_config(str(tmp_path / "bert_config.json"), 21128)
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + checkpoint,
+                    "--bert_config_file=" + config_file, "--vocab_file=" + ENGLISH_VOCAB,
+                    "--output_dir=" + str(tmp_path / "hf"))
+  assert_one_line_error(proc, "30522 entries", "vocab_size=21128")
+
+
+def _transformers():
+  """The transformers module, or a skip with the reason."""
+  return pytest.importorskip("transformers", reason="transformers is not installed "
+                             "(pip install -r requirements-bench.txt)")
+
+
+def _torch_inputs(inputs):
+  import torch  # pylint: disable=g-import-not-at-top
+  input_ids, input_mask, segment_ids = (torch.tensor(x, dtype=torch.long) for x in inputs)
+  return {"input_ids": input_ids, "attention_mask": input_mask, "token_type_ids": segment_ids}
+
+
+def test_transformers_classifier_gives_our_logits(classifier):
+  transformers = _transformers()
+  _, hf_dir, _, _, inputs, values = classifier
+  model = transformers.AutoModelForSequenceClassification.from_pretrained(hf_dir).eval()
+  logits = model(**_torch_inputs(inputs)).logits.detach().numpy()
+  assert np.abs(values["logits"]).max() > 0.1  # not a degenerate comparison
+  assert np.abs(logits - values["logits"]).max() < 1e-4
+  assert transformers.AutoModel.from_pretrained(hf_dir).config.hidden_act == "gelu_new"
+  text = "Unaffable Crème brûlée, 酒店!"
+  ours = tokenization.FullTokenizer(ENGLISH_VOCAB, do_lower_case=True)
+  assert transformers.AutoTokenizer.from_pretrained(hf_dir)(text)["input_ids"] == (
+      ours.convert_tokens_to_ids(["[CLS]"] + ours.tokenize(text) + ["[SEP]"]))
+
+
+def test_transformers_masked_lm_gives_our_predictions(tmp_path):
+  transformers = _transformers()
+  checkpoint, config_file, inputs, values = _save_checkpoint(str(tmp_path / "run"),
+                                                             _pretraining_heads)
+  _convert(checkpoint, config_file, str(tmp_path / "hf"))
+  model, info = transformers.AutoModelForMaskedLM.from_pretrained(str(tmp_path / "hf"),
+                                                                  output_loading_info=True)
+  assert not info["missing_keys"], info
+  logits = model.eval()(**_torch_inputs(inputs)).logits.detach()
+  import torch  # pylint: disable=g-import-not-at-top
+  log_probs = torch.log_softmax(logits, dim=-1).numpy()
+  assert np.abs(log_probs - values["mlm_log_probs"]).max() < 1e-4
