@@ -6,6 +6,8 @@ import os
 
 import tensorflow.compat.v1 as tf
 
+from cli import InputError
+
 
 def decode_record(record, name_to_features):
   """Parses one serialized tf.train.Example; int64 features become int32 (cheaper on GPUs)."""
@@ -57,6 +59,8 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
   if num_parallel_calls is None:
     num_parallel_calls = tf.data.experimental.AUTOTUNE
   files = list(input_files)
+  if is_training:
+    require_records(files)
   if is_training and len(files) % shard.count:
     d = tf.data.Dataset.from_tensor_slices(tf.constant(files)).flat_map(tf.data.TFRecordDataset)
     d = d.shard(shard.count, shard.index).shuffle(buffer_size=shuffle_buffer, seed=seed).repeat()
@@ -76,6 +80,19 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
   d = d.map(lambda records: decode_batch(records, name_to_features),
             num_parallel_calls=num_parallel_calls, deterministic=True)
   return d.prefetch(tf.data.experimental.AUTOTUNE)
+
+
+def require_records(files):
+  """Raises InputError unless some file of `files` holds a record.
+
+  Training repeats its dataset forever; over zero records that loop would spin inside
+  TensorFlow without ever yielding a batch.
+  """
+  for path in files:
+    if next(iter(tf.io.tf_record_iterator(path)), None) is not None:
+      return
+  raise InputError("%s: no training examples (the data the records were made from is empty)" %
+                   ", ".join(files))
 
 
 def file_digest(path, chunk_size=1 << 20):
@@ -106,10 +123,3 @@ def cache_key(*parts):
 def cached_record_path(output_dir, split, key):
   """Where the TFRecord of `split` built under `key` is cached: output_dir/<split>-<key>.tf_record."""
   return os.path.join(output_dir, "%s-%s.tf_record" % (split, key))
-
-
-def write_atomically(path, write_fn):
-  """Runs write_fn(tmp_path) then renames tmp_path to `path`, so a crash leaves no half file."""
-  tmp_path = path + ".tmp-%d" % os.getpid()
-  write_fn(tmp_path)
-  os.replace(tmp_path, path)

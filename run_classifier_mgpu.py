@@ -12,6 +12,8 @@ probabilities, stock) and predict.txt (the predicted label string of each test e
 per example, input order).
 """
 
+import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 import os
 
 from absl import flags

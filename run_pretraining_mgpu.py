@@ -21,6 +21,8 @@ predict.txt (each masked position's original and predicted token, one line per e
 input order). --do_eval and --do_predict use --eval_batch_size per tower.
 """
 
+import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 import itertools
 import os
 

@@ -25,6 +25,8 @@ candidate is scored by its mean log-probability per target token (its [SEP] incl
 rank.txt gets, per row, `candidate<TAB>score` pairs best first.
 
 Rewrite pretraining (--do_pretrain_rewrite --corpus_file=a.txt,b.txt): self-supervised pairs
+import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 from plain text (continue a passage cut at a random point; regenerate a [MASK]ed span), trained
 like fine-tuning. The result is exported as a Google-style checkpoint with the model variables
 only, output_dir/export/bert_model.ckpt (+ bert_config.json, vocab.txt); fine-tune from it with
