@@ -120,7 +120,7 @@ def machine_fault(exc):
   if isinstance(exc, MemoryError) or "OOM when allocating" in message:
     return ("out of memory%s; lower --train_batch_size (or the eval/predict batch size) or "
             "--max_seq_length, or use more --n_gpus" %
-            (" (%s)" % _first_line(message, 200) if message else ""))
+            (" (%s)" % first_line(message, 200) if message else ""))
   for number, text, what, fix in _MACHINE_FAULTS:
     if isinstance(exc, OSError) and exc.errno == number:
       path = exc.filename or ""
@@ -128,11 +128,12 @@ def machine_fault(exc):
         path += " -> %s" % exc.filename2
       return "%s: %s; %s" % (path or exc.strerror, what, fix)
     if not isinstance(exc, OSError) and text in message:
-      return "%s: %s" % (_first_line(message), fix)
+      return "%s: %s" % (first_line(message), fix)
   return None
 
 
-def _first_line(message, limit=400):
+def first_line(message, limit=400):
+  """The first line of `message`, at most `limit` characters."""
   line = message.strip().splitlines()[0] if message.strip() else message
   return line if len(line) <= limit else line[:limit] + "..."
 
@@ -148,7 +149,7 @@ def _report_internal_error(exc):
   except OSError:
     where = "set %s=1 to see the traceback" % TRACEBACK_ENV
   return ("internal error (%s: %s); this is a bug in bert-mgpu, not in your input: %s; please "
-          "report it with that file" % (type(exc).__name__, _first_line(str(exc), 300), where))
+          "report it with that file" % (type(exc).__name__, first_line(str(exc), 300), where))
 
 
 def _fail(message, status):
@@ -225,6 +226,8 @@ def run_main(main_fn, argv=None):
   from absl import app  # pylint: disable=g-import-not-at-top
   show_tracebacks = os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
 
+  _show_project_flags_in_help()
+
   def _guarded(args):
     _SignalWatch().install()
     try:
@@ -242,6 +245,23 @@ def run_main(main_fn, argv=None):
       _fail(_report_internal_error(e), EXIT_INTERNAL_ERROR)
 
   app.run(_guarded, argv=argv)
+
+
+def _show_project_flags_in_help():
+  """--help lists every flag this project defines (absl lists only the main module's own).
+
+  The shared flags (common_flags.py) become key flags of the script; TensorFlow's and absl's
+  own flags stay out of --help (they are in --helpfull).
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  project_dir = os.path.dirname(os.path.abspath(__file__))
+  main_module = sys.argv[0]
+  for module_name, module_flags in flags.FLAGS.flags_by_module_dict().items():
+    module = sys.modules.get(module_name)
+    path = os.path.abspath(getattr(module, "__file__", None) or "/")
+    if module_name != main_module and os.path.dirname(path) == project_dir:
+      for flag in module_flags:
+        flags.FLAGS.register_key_flag_for_module(main_module, flag)
 
 
 def _is_file_error(exc):

@@ -15,15 +15,17 @@ from cli import InputError
 
 FILE_NAME = "run_info.json"
 FORMAT_VERSION = 1
-# What a difference in each key means, and the flag to fix it, for the error message.
-_KEY_FLAGS = {
-    "format_version": "the run_info format (written by another version of bert-mgpu)",
-    "script": "the script",
-    "bert_config": "--bert_config_file",
-    "vocab": "--vocab_file/--spm_model_file or --do_lower_case",
-    "task": "--task_name",
-    "labels": "the label set of train.tsv",
+# Each key's name in messages, and what to rerun with to match it.
+_KEY_NAMES = {
+    "format_version": ("run_info format", "version of bert-mgpu"),
+    "script": ("script", "script"),
+    "bert_config": ("model config", "--bert_config_file"),
+    "vocab": ("vocabulary", "--vocab_file/--spm_model_file and --do_lower_case"),
+    "task": ("task", "--task_name"),
+    "labels": ("label set", "labels in train.tsv"),
 }
+# Recorded for the reader, not compared: the same vocabulary may move to another path.
+_NOT_COMPARED = ("vocab_file",)
 
 
 def read(output_dir):
@@ -59,13 +61,15 @@ def check(output_dir, info, has_model):
   info = dict(info, format_version=FORMAT_VERSION)
   for key in sorted(info):
     old, new = recorded.get(key), info[key]
-    if old is None or new is None or old == new:
+    if key in _NOT_COMPARED or old is None or new is None or old == new:
       continue
-    raise InputError(
-        "--output_dir=%s holds a model made with another %s than this run: %s there (%s), %s "
-        "now. Rerun with the original %s, or use a new --output_dir" %
-        (output_dir, key, _describe(old, new)[0], FILE_NAME, _describe(old, new)[1],
-         _KEY_FLAGS.get(key, key)))
+    noun, fix = _KEY_NAMES.get(key, (key, key))
+    was, now = _describe(old, new)
+    if key == "vocab" and recorded.get("vocab_file"):
+      was += " from %s" % recorded["vocab_file"]
+    raise InputError("--output_dir=%s holds a model made with a different %s: %s there (%s), %s "
+                     "in this run. Rerun with the original %s, or use a new --output_dir" %
+                     (output_dir, noun, was, FILE_NAME, now, fix))
 
 
 def _describe(old, new):
