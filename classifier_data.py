@@ -491,6 +491,7 @@ def cached_features_file(examples, split, source_file, label_list, tokenizer_dig
   if os.path.exists(path):
     logging.info("Using cached %s features %s", split, path)
     return path
+  tf.io.gfile.makedirs(output_dir)
   label_map = {label: i for i, label in enumerate(label_list)}
   truncated = write_features(examples, label_map, max_seq_length, tokenizer, truncation, path,
                              source_file, need_label=(split != "test"))

@@ -121,6 +121,8 @@ def machine_fault(exc):
     return ("out of memory%s; lower --train_batch_size (or the eval/predict batch size) or "
             "--max_seq_length, or use more --n_gpus" %
             (" (%s)" % first_line(message, 200) if message else ""))
+  if type(exc).__name__ == "DataLossError":
+    return "%s: the file is truncated or corrupt; recreate it" % first_line(message)
   for number, text, what, fix in _MACHINE_FAULTS:
     if isinstance(exc, OSError) and exc.errno == number:
       path = exc.filename or ""

@@ -55,8 +55,10 @@ def check(output_dir, info, has_model):
     has_model: whether output_dir holds a checkpoint; without one nothing is compared (a failed
       first run may be rerun with other inputs).
   """
+  if not has_model:
+    return
   recorded = read(output_dir)
-  if not has_model or recorded is None:
+  if recorded is None:
     return
   info = dict(info, format_version=FORMAT_VERSION)
   for key in sorted(info):

@@ -360,7 +360,7 @@ def check_vocab_matches(bert_config, files):
                                            FLAGS.bert_config_file))
 
 
-def load_model(fmt, will_train):
+def load_model(fmt, will_train=False):
   """The BertConfig, plus the tokenizer and masking config when needed, checked against `fmt`.
 
   Also checks the run against --output_dir's run_info.json (a training run records its own).

@@ -562,8 +562,10 @@ class _Checkpoints(object):
     if self.latest:
       logging.info("Resuming from %s", self.latest)
       self._saver.restore(sess, self.latest)
-      if _state_file_latest(self._output_dir) != self.latest:  # Fell back past a broken one.
-        tf.train.update_checkpoint_state(self._output_dir, self.latest)
+      state = _state_file_latest(self._output_dir)
+      if not state or os.path.normpath(state) != os.path.normpath(self.latest):
+        # Fell back past a broken checkpoint: stock tools reading the state file agree now.
+        tf.train.update_checkpoint_state(self._output_dir, os.path.basename(self.latest))
 
   def save(self, sess, step):
     """Saves the weights at `step` if they are finite; returns whether it saved (or is no chief)."""
