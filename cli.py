@@ -87,26 +87,21 @@ def text_lines(path):
       yield line_number, decode_line(raw, path, line_number).rstrip("\r\n")
 
 
-# errno -> (what happened, what to do); OSError and TensorFlow messages are matched on these.
+# (errno, its strerror as OSError and TensorFlow messages spell it, what to do).
 _MACHINE_FAULTS = [
-    (errno.ENOSPC, "No space left on device", "no space left on device",
+    (errno.ENOSPC, "No space left on device",
      "free space there (df -h) or choose another --output_dir, then rerun the same command"),
-    (errno.EDQUOT, "Disk quota exceeded", "disk quota exceeded",
+    (errno.EDQUOT, "Disk quota exceeded",
      "free space there or choose another --output_dir, then rerun the same command"),
-    (errno.EROFS, "Read-only file system", "read-only filesystem",
-     "choose a writable --output_dir"),
-    (errno.EACCES, "Permission denied", "permission denied",
-     "fix its permissions or choose another path"),
-    (errno.EPERM, "Operation not permitted", "operation not permitted",
-     "fix its permissions or choose another path"),
-    (errno.ENOTDIR, "Not a directory", "a path component is a file, not a directory",
-     "choose another path"),
-    (errno.EISDIR, "Is a directory", "is a directory, expected a file", "choose another path"),
-    (errno.EEXIST, "File exists", "a file is in the way", "move it or choose another path"),
-    (errno.EFBIG, "File too large", "file too large for this filesystem or ulimit -f",
-     "raise the limit or choose another --output_dir"),
-    (errno.EIO, "Input/output error", "input/output error (failing disk?)",
-     "check the device or choose another --output_dir"),
+    (errno.EROFS, "Read-only file system", "choose a writable --output_dir"),
+    (errno.EACCES, "Permission denied", "fix its permissions or choose another path"),
+    (errno.EPERM, "Operation not permitted", "fix its permissions or choose another path"),
+    (errno.ENOTDIR, "Not a directory", "a part of the path is a file; choose another path"),
+    (errno.EISDIR, "Is a directory", "expected a file; choose another path"),
+    (errno.EEXIST, "File exists", "move it or choose another path"),
+    (errno.EFBIG, "File too large", "raise the file size limit (ulimit -f) or choose another "
+     "--output_dir"),
+    (errno.EIO, "Input/output error", "check the device or choose another --output_dir"),
 ]
 
 
@@ -123,12 +118,12 @@ def machine_fault(exc):
             (" (%s)" % first_line(message, 200) if message else ""))
   if type(exc).__name__ == "DataLossError":
     return "%s: the file is truncated or corrupt; recreate it" % first_line(message)
-  for number, text, what, fix in _MACHINE_FAULTS:
+  for number, text, fix in _MACHINE_FAULTS:
     if isinstance(exc, OSError) and exc.errno == number:
-      path = exc.filename or ""
+      path = exc.filename or "(no file named)"
       if exc.filename2:
         path += " -> %s" % exc.filename2
-      return "%s: %s; %s" % (path or exc.strerror, what, fix)
+      return "%s: %s; %s" % (path, text, fix)
     if not isinstance(exc, OSError) and text in message:
       return "%s: %s" % (first_line(message), fix)
   return None

@@ -232,8 +232,8 @@ def _check_checkpoints_fit(bert_config):
                                    "--init_checkpoint=%s" % FLAGS.init_checkpoint)
   latest = training.latest_checkpoint(FLAGS.output_dir)
   if latest:
-    training.check_checkpoint_fits(latest, bert_config, "the latest checkpoint in --output_dir, "
-                                   "%s," % latest)
+    training.check_checkpoint_fits(latest, bert_config,
+                                   "--output_dir's latest checkpoint %s" % latest)
 
 
 def run_identity(vocab_digest, **extra):
@@ -378,8 +378,8 @@ def require_output_dir():
     os.remove(probe)
   except OSError as e:
     atomic_files.remove_quietly(probe)
-    raise cli.InputError("--output_dir=%s: cannot write there (%s: %s); choose a writable "
-                         "directory" % (path, e.strerror, e.filename or path))
+    raise cli.InputError("--output_dir=%s: cannot write there (%s); choose a writable "
+                         "directory" % (path, e.strerror))
   atomic_files.remove_stale_temporaries(path)
   return path
 

@@ -833,8 +833,11 @@ class TFRecordFile(object):
 
   def write(self, record):
     header = struct.pack("<Q", len(record))
-    self._file.write(b"".join((header, struct.pack("<I", self._crc32c.masked(header)), record,
-                               struct.pack("<I", self._crc32c.masked(record)))))
+    try:
+      self._file.write(b"".join((header, struct.pack("<I", self._crc32c.masked(header)), record,
+                                 struct.pack("<I", self._crc32c.masked(record)))))
+    except OSError as e:  # e.g. disk full: name the file (a write error names none).
+      raise OSError(e.errno, e.strerror, self.path)
 
   def flush(self):
     self._file.flush()

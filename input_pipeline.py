@@ -3,6 +3,7 @@
 import collections
 import hashlib
 import os
+import struct
 
 import tensorflow.compat.v1 as tf
 
@@ -88,11 +89,30 @@ def require_records(files):
   Training repeats its dataset forever; over zero records that loop would spin inside
   TensorFlow without ever yielding a batch.
   """
-  for path in files:
-    if tf.io.gfile.stat(path).length > 0:  # A TFRecord file without records is empty.
-      return
-  raise InputError("%s: no training examples (the data the records were made from is empty)" %
-                   ", ".join(files))
+  if not any(tf.io.gfile.stat(path).length for path in files):
+    raise InputError("%s: no training examples (the data the records were made from is empty)"
+                     % ", ".join(files))
+
+
+def check_framing(path):
+  """Raises InputError when the TFRecord file `path` ends inside a record (it is cut short:
+  a copy or a writer that died), instead of a failure when reading reaches its end.
+
+  Walks the 12-byte record headers only (length and its CRC), seeking over the data, so it
+  costs one small read per record, not a read of the file.
+  """
+  size = tf.io.gfile.stat(path).length
+  position, count = 0, 0
+  with tf.io.gfile.GFile(path, "rb") as f:
+    while position < size:
+      header = f.read(12)
+      if len(header) == 12:
+        position += 12 + struct.unpack("<Q", header[:8])[0] + 4
+      if len(header) < 12 or position > size:
+        raise InputError("%s: cut short inside record %d (the file has %d bytes); it is "
+                         "incomplete: recreate it" % (path, count + 1, size))
+      f.seek(position)
+      count += 1
 
 
 def file_digest(path, chunk_size=1 << 20):

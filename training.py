@@ -304,7 +304,7 @@ def _read_back(prefix):
       value = reader.get_tensor(name)
       if dtype.is_floating and not np.all(np.isfinite(value)):
         return "non-finite values in %s" % name
-  except (tf.errors.OpError, ValueError) as e:
+  except Exception as e:  # pylint: disable=broad-except  (OpError, IndexError, ... by damage)
     return "%s: %s" % (type(e).__name__, cli.first_line(str(e), 200))
   return None
 
@@ -341,10 +341,11 @@ def _config_names(bert_config):
 
 
 def _remove_partial_checkpoints(output_dir):
-  """Removes what an interrupted or failed save left: TF's *tempstate* files and _temp dirs."""
-  leftovers = (tf.io.gfile.glob(os.path.join(output_dir, "*tempstate*")) +
-               tf.io.gfile.glob(os.path.join(output_dir, CHECKPOINT_NAME + "-*_temp*")) +
-               tf.io.gfile.glob(os.path.join(output_dir, "checkpoint.tmp*")))
+  """Removes what an interrupted or failed save left: TF's *tempstate*, _temp and .tmp files."""
+  leftovers = []
+  for pattern in ("*tempstate*", CHECKPOINT_NAME + "-*_temp*", CHECKPOINT_NAME + "-*.tmp*",
+                  "checkpoint.tmp*"):
+    leftovers += tf.io.gfile.glob(os.path.join(output_dir, pattern))
   for path in leftovers:
     logging.info("Removing %s (left by an unfinished checkpoint save)", path)
     if os.path.isdir(path):
@@ -574,10 +575,14 @@ class _Checkpoints(object):
     if not sess.run(self._finite):
       return False
     try:
-      self.latest = self._saver.save(sess, self._prefix, global_step=step)
-    except BaseException:
+      saved = self._saver.save(sess, self._prefix, global_step=step)
+    except BaseException as e:
       _remove_partial_checkpoints(self._output_dir)
+      fault = cli.machine_fault(e) if isinstance(e, (OSError, tf.errors.OpError)) else None
+      if fault:
+        raise InputError("saving %s-%d: %s; %s" % (self._prefix, step, fault, self.where()))
       raise
+    self.latest = saved
     logging.info("Saved %s", self.latest)
     return True
 
