@@ -236,13 +236,12 @@ def _check_checkpoints_fit(bert_config):
                                    "--output_dir's latest checkpoint %s" % latest)
 
 
-def run_identity(vocab_digest, **extra):
+def run_identity(bert_config, vocab_digest, **extra):
   """What run_info.json records of this run: the script, config and vocabulary, plus `extra`."""
-  import modeling  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   info = {
       "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None,
-      "bert_config": modeling.BertConfig.from_json_file(FLAGS.bert_config_file).to_dict(),
+      "bert_config": bert_config.to_dict(),
       "vocab": None,
   }
   if vocab_digest:

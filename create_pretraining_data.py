@@ -34,6 +34,7 @@ import os
 import random
 import re
 import resource
+import signal
 import struct
 import time
 import unicodedata
@@ -671,8 +672,13 @@ _FEATURIZER = None  # The worker process's Featurizer, set by init_worker.
 
 
 def init_worker(opts):
-  """Pool initializer: builds this process's Featurizer."""
+  """Pool initializer: builds this process's Featurizer.
+
+  Workers ignore SIGINT: a Ctrl-C reaches the whole process group, and the parent alone stops
+  the run (closing the pool ends the workers) and reports it in one line.
+  """
   global _FEATURIZER
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
   _FEATURIZER = Featurizer(opts)
 
 

@@ -193,7 +193,7 @@ def main(_):
   if FLAGS.do_predict:
     examples["test"] = processor.get_test_examples(FLAGS.data_dir)
   common_flags.check_run_info(
-      common_flags.run_identity(tokenizer_digest, task=FLAGS.task_name.lower(),
+      common_flags.run_identity(bert_config, tokenizer_digest, task=FLAGS.task_name.lower(),
                                 labels=list(label_list)), will_train=FLAGS.do_train)
   if FLAGS.do_train and isinstance(processor, classifier_data.TsvProcessor):
     processor.save_labels()

@@ -376,7 +376,8 @@ def load_model(fmt, will_train=False):
          "by --do_predict to print tokens"))
   bert_config, tokenizer, vocab_digest = common_flags.load_config_and_tokenizer(
       needs_vocab or bool(FLAGS.vocab_file))
-  common_flags.check_run_info(common_flags.run_identity(vocab_digest), will_train=will_train)
+  common_flags.check_run_info(common_flags.run_identity(bert_config, vocab_digest),
+                              will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
     masking_config = masking.MaskingConfig.from_vocab(

@@ -337,7 +337,7 @@ def run_case(world, c, case_dir):
   start = time.time()
   proc = subprocess.Popen(command(c.script, *c.args(world, case_dir)), cwd=REPO_ROOT,
                           env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, errors="replace")
+                          text=True, errors="replace", start_new_session=True)
   lines = []
   fired = threading.Event()
 
@@ -364,7 +364,7 @@ def run_case(world, c, case_dir):
   while proc.poll() is None:
     if time.time() - start > c.timeout:
       hung = True
-      proc.kill()
+      os.killpg(proc.pid, signal.SIGKILL)  # The case's own session: its workers too.
       break
     if c.trigger and c.trigger.pattern.startswith("glob:") and glob.glob(
         os.path.join(case_dir, c.trigger.pattern[5:])):
@@ -485,6 +485,12 @@ def _cpd(*extra, corpus=None, output=None, vocab=None):
   return args
 
 
+def _ctrl_c(world, d, pid):
+  """Trigger action: SIGINT to the whole process group, as a terminal's Ctrl-C sends it."""
+  del world, d
+  os.killpg(os.getpgid(pid), signal.SIGINT)
+
+
 def _fill_disk(world, d, pid):
   """Trigger action: fills the tmpfs at case_dir/out to the last byte."""
   del world, pid
@@ -497,28 +503,37 @@ def _fill_disk(world, d, pid):
       pass
 
 
-def _resumes(rerun_args, script=CLF, expect_files=()):
-  """check: after the fault, rerunning resumes from the latest intact checkpoint and succeeds."""
+def _resumes(rerun_args, script=CLF, expect_files=(), max_lost=None):
+  """check: after the fault, rerunning resumes from the latest intact checkpoint and succeeds.
+
+  With max_lost, the rerun must resume from the last checkpoint the faulted run saved, and lose
+  at most max_lost steps (the steps it ran past that checkpoint); the figures go into the
+  result's `why`.
+  """
 
   def check(world, d, stderr):
-    problem = _reran(world, d, script, rerun_args)
-    if problem:
-      return problem
+    proc = run(script, *rerun_args(world, d))
+    if proc.returncode != 0:
+      return "damaged", "the rerun failed: %s" % _last_line(proc.stderr)
+    if leftovers(out(d)):
+      return "damaged", "the rerun left %s" % leftovers(out(d))
     for name in expect_files:
       if not os.path.exists(os.path.join(out(d), name)):
         return "damaged", "the rerun did not write %s" % name
-    return None
+    if max_lost is None:
+      return None
+    reached = max([int(s) for s in re.findall(r"step (\d+)/", stderr)] or [0])
+    saved = [int(s) for s in re.findall(r"Saved .*model\.ckpt-(\d+)$", stderr, re.M)]
+    resumed = re.findall(r"Resuming from .*model\.ckpt-(\d+)", proc.stderr)
+    resumed = int(resumed[0]) if resumed else 0
+    figures = ("killed after step %d was logged; last completed save step %s; the rerun resumed "
+               "from step %d: %d step(s) lost" % (reached, saved[-1] if saved else "none",
+                                                  resumed, reached - resumed))
+    if resumed != (saved[-1] if saved else 0) or reached - resumed > max_lost:
+      return "damaged", figures
+    return "handled", figures
 
   return check
-
-
-def _reran(world, d, script, rerun_args):
-  proc = run(script, *rerun_args(world, d))
-  if proc.returncode != 0:
-    return "damaged", "the rerun failed: %s" % _last_line(proc.stderr)
-  if leftovers(out(d)):
-    return "damaged", "the rerun left %s" % leftovers(out(d))
-  return None
 
 
 def _stderr_has(*fragments):
@@ -790,7 +805,7 @@ def all_cases():
            fragments=["SIGINT"], check=still_predicts("clf_args", 5)),
       case("clf_kill9_training", CLF, _clf("--do_train", "--num_train_epochs=200"),
            expect="ok", trigger=Trigger(r"step 7/", signal.SIGKILL),
-           check=_resumes(_clf("--do_train", "--num_train_epochs=2"))),
+           check=_resumes(_clf("--do_train", "--num_train_epochs=2"), max_lost=2)),
       case("clf_kill9_writing_features", CLF, _clf("--do_train", "--num_train_epochs=0.01",
                                                    data_dir="case"),
            prepare=data_dir_with("clf_data", train__tsv=big_train), expect="ok",
@@ -801,7 +816,8 @@ def all_cases():
            prepare=lambda w, d: _config_file(d, hidden_size=256, intermediate_size=1024,
                                              num_hidden_layers=2, num_attention_heads=4),
            expect="ok", trigger=Trigger("glob:out/model.ckpt-*tempstate*", signal.SIGKILL),
-           check=_resumes(_clf("--do_train", "--num_train_epochs=1", config=_config_path))),
+           check=_resumes(_clf("--do_train", "--num_train_epochs=2", config=_config_path),
+                          max_lost=2)),
       # --- rewrite
       case("rw_empty_train", RW, _rw("--do_train", data_dir="case"),
            prepare=data_dir_with("rw_data", train__tsv=""), fragments=["train.tsv", "empty"]),
@@ -888,6 +904,10 @@ def all_cases():
            fragments=["[MASK]"]),
       case("cpd_sigint", CPD, _cpd("--dupe_factor=200", "--log_every_docs=1"),
            expect="interrupt", trigger=Trigger(r"\*\*\* Example \*\*\*", signal.SIGINT),
+           fragments=["SIGINT"], check=_no_output("out.tfrecord")),
+      case("cpd_ctrl_c_with_workers", CPD, _cpd("--dupe_factor=200", "--num_workers=2",
+                                                "--log_every_docs=1"),
+           expect="interrupt", trigger=Trigger(r"\*\*\* Example \*\*\*", _ctrl_c),
            fragments=["SIGINT"], check=_no_output("out.tfrecord")),
       case("cpd_disk_full", CPD, _cpd("--dupe_factor=200",
                                       output=lambda d: os.path.join(out(d), "o.tfrecord")),
