@@ -19,10 +19,12 @@
 
 import errno
 import os
+import select
 import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 
 
@@ -197,17 +199,15 @@ class _SignalWatch(object):
     raise Interrupted(signum)
 
   def _watch(self, read_fd):
-    first = None
+    first = os.read(read_fd, 1)[0]
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
     while True:
-      data = os.read(read_fd, 1)
-      if not data:
-        return
-      signum = data[0]
-      if first is not None:
-        self._exit_now(signum, "second signal; exiting at once")
-      first = signum
-      if not self.handled.wait(INTERRUPT_GRACE_S):
-        self._exit_now(signum, "the running TensorFlow operation did not stop within %g s; "
+      # Once the Python handler ran, the main thread is stopping; only a second signal counts.
+      timeout = None if self.handled.is_set() else max(0.0, deadline - time.monotonic())
+      if select.select([read_fd], [], [], timeout)[0]:
+        self._exit_now(os.read(read_fd, 1)[0], "second signal; exiting at once")
+      if not self.handled.is_set():
+        self._exit_now(first, "the running TensorFlow operation did not stop within %g s; "
                        "exited without saving (the latest checkpoint in --output_dir is "
                        "intact; rerun the same command to resume from it)" % INTERRUPT_GRACE_S)
 
