@@ -127,7 +127,8 @@ def machine_fault(exc):
         path += " -> %s" % exc.filename2
       return "%s: %s; %s" % (path, text, fix)
     if not isinstance(exc, OSError) and text in message:
-      return "%s: %s" % (first_line(message), fix)
+      line = next(l for l in message.splitlines() if text in l)  # TF's first may be generic.
+      return "%s: %s" % (first_line(line.strip()), fix)
   return None
 
 

@@ -485,6 +485,12 @@ def _cpd(*extra, corpus=None, output=None, vocab=None):
   return args
 
 
+def _free_disk(world, d, stderr):
+  """check step: removes the filler of _fill_disk (the user frees space)."""
+  del world, stderr
+  os.remove(os.path.join(out(d), "filler"))
+
+
 def _ctrl_c(world, d, pid):
   """Trigger action: SIGINT to the whole process group, as a terminal's Ctrl-C sends it."""
   del world, d
@@ -512,6 +518,7 @@ def _resumes(rerun_args, script=CLF, expect_files=(), max_lost=None):
   """
 
   def check(world, d, stderr):
+    left_before = leftovers(out(d))
     proc = run(script, *rerun_args(world, d))
     if proc.returncode != 0:
       return "damaged", "the rerun failed: %s" % _last_line(proc.stderr)
@@ -521,7 +528,8 @@ def _resumes(rerun_args, script=CLF, expect_files=(), max_lost=None):
       if not os.path.exists(os.path.join(out(d), name)):
         return "damaged", "the rerun did not write %s" % name
     if max_lost is None:
-      return None
+      return ("handled", "the rerun removed %s and succeeded" % left_before) if left_before \
+          else None
     reached = max([int(s) for s in re.findall(r"step (\d+)/", stderr)] or [0])
     saved = [int(s) for s in re.findall(r"Saved .*model\.ckpt-(\d+)$", stderr, re.M)]
     resumed = re.findall(r"Resuming from .*model\.ckpt-(\d+)", proc.stderr)
@@ -674,7 +682,8 @@ def all_cases():
            prepare=_mount_out(16384), needs_root=True,
            trigger=Trigger(r"Saved .*model\.ckpt-2$", _fill_disk),
            fragments=["No space left on device", "model.ckpt"],
-           check=_all(no_leftovers, _latest_finite_step_at_least(2))),
+           check=_all(no_leftovers, _latest_finite_step_at_least(2), _free_disk,
+                      _resumes(_clf("--do_train", "--num_train_epochs=2")))),
       # --- classifier: data
       case("clf_no_data_dir", CLF, _clf("--do_train", data_dir="/nonexistent"),
            fragments=["--data_dir=/nonexistent"]),
@@ -815,7 +824,7 @@ def all_cases():
                                          "--save_checkpoints_steps=1", config=_config_path),
            prepare=lambda w, d: _config_file(d, hidden_size=256, intermediate_size=1024,
                                              num_hidden_layers=2, num_attention_heads=4),
-           expect="ok", trigger=Trigger("glob:out/model.ckpt-*tempstate*", signal.SIGKILL),
+           expect="ok", trigger=Trigger("glob:out/model.ckpt-5.*tempstate*", signal.SIGKILL),
            check=_resumes(_clf("--do_train", "--num_train_epochs=2", config=_config_path),
                           max_lost=2)),
       # --- rewrite
