@@ -5,17 +5,21 @@ ever silently dropped.
 """
 
 import collections
-import csv
+import hashlib
 import os
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+import atomic_files
+import cli
 from cli import InputError
 import input_pipeline
 import tokenization
 
 LABELS_FILE = "labels.txt"
+# Bumped whenever the feature layout changes, so old caches are not reused.
+FEATURES_FORMAT = "classifier-features-v2"
 TRUNCATION_MODES = ("head", "tail", "head_tail")
 # head_tail keeps this many tokens from the start of a long text (and the rest from its end).
 HEAD_TAIL_HEAD_TOKENS = 128
@@ -45,20 +49,15 @@ class InputFeatures(object):
 def read_tsv(input_file, quotechar=None):
   """Reads a tab separated file into a list of (line_number, fields) pairs.
 
-  A missing file is an InputError naming it; a UTF-8 byte order mark (as in GLUE's MRPC files)
-  is skipped.
+  A missing file, or a line that is not utf-8, is an InputError naming the file and line; a
+  UTF-8 byte order mark (as in GLUE's MRPC files) is skipped; lines of any length are read. As
+  in stock BERT (quotechar=None), a tab always separates fields and quotes are text; an empty
+  line has no fields.
   """
-  if not os.path.isfile(input_file):
-    raise InputError("%s: no such file" % input_file)
-  rows = []
-  with open(input_file, "r", encoding="utf-8-sig", newline="") as f:
-    reader = csv.reader(f, delimiter="\t", quotechar=quotechar)
-    try:
-      for line in reader:
-        rows.append((reader.line_num, line))
-    except (csv.Error, UnicodeDecodeError) as e:
-      raise InputError("%s:%d: cannot parse (%s)" % (input_file, reader.line_num + 1, e))
-  return rows
+  if quotechar is not None:
+    raise ValueError("quoted TSV is not supported (quotechar=%r)" % quotechar)
+  return [(line_number, text.split("\t") if text else [])
+          for line_number, text in cli.text_lines(input_file)]
 
 
 def _field(path, line_number, fields, index, what):
@@ -97,6 +96,8 @@ class DataProcessor(object):
       label = _field(path, line_number, fields, label_col, layout) if label_col is not None \
           else None
       examples.append(InputExample("%s-%d" % (set_type, line_number), text_a, text_b, label))
+    if not examples:
+      raise InputError("%s: no examples (expected rows of %s)" % (path, layout))
     return examples
 
 
@@ -229,12 +230,23 @@ class TsvProcessor(DataProcessor):
   def get_train_examples(self, data_dir):
     examples = self._read(os.path.join(data_dir, "train.tsv"), "train", need_label=True)
     self._labels = sorted(set(e.label for e in examples))
-    tf.io.gfile.makedirs(self.output_dir)
-    with open(os.path.join(self.output_dir, LABELS_FILE), "w", encoding="utf-8") as f:
-      f.write("".join(label + "\n" for label in self._labels))
-    logging.info("Learned %d labels from train.tsv: %s (saved to %s)", len(self._labels),
-                 self._labels, os.path.join(self.output_dir, LABELS_FILE))
+    logging.info("Learned %d labels from train.tsv: %s", len(self._labels), self._labels)
     return examples
+
+  def save_labels(self):
+    """Writes the labels learned from train.tsv to output_dir/labels.txt (atomically).
+
+    The script calls it once the run has been checked against what output_dir already holds,
+    so a run that fails its checks leaves the previous labels.txt in place.
+    """
+    path = os.path.join(self.output_dir, LABELS_FILE)
+
+    def _write(tmp_path):
+      with open(tmp_path, "w", encoding="utf-8") as f:
+        f.write("".join(label + "\n" for label in self._labels))
+
+    atomic_files.write_atomically(path, _write)
+    logging.info("Saved the label list to %s", path)
 
   def get_dev_examples(self, data_dir):
     return self._read(os.path.join(data_dir, "dev.tsv"), "dev", need_label=True)
@@ -451,24 +463,35 @@ def write_features(examples, label_map, max_seq_length, tokenizer, truncation, o
         writer.write(tf.train.Example(
             features=tf.train.Features(feature=features)).SerializeToString())
 
-  input_pipeline.write_atomically(output_file, _write)
+  atomic_files.write_atomically(output_file, _write)
   return truncated[0]
+
+
+def examples_digest(examples):
+  """sha1 of every example's texts and label, in order."""
+  h = hashlib.sha1()
+  for e in examples:
+    h.update(repr((e.text_a, e.text_b, e.label)).encode("utf-8"))
+  return h.hexdigest()
 
 
 def cached_features_file(examples, split, source_file, label_list, tokenizer_digest,
                          max_seq_length, truncation, output_dir, tokenizer, task_name):
   """Returns a TFRecord of `examples`, reusing a cache built from exactly the same inputs.
 
-  The cache name hashes the data file's bytes, the vocabulary's bytes, casing, max_seq_length,
-  truncation, label list and task, so any change rebuilds it.
+  The cache name hashes the examples themselves (so the column, header and language settings
+  that chose them count), the data file's bytes, the vocabulary's bytes, casing,
+  max_seq_length, truncation, label list, task and FEATURES_FORMAT, so any change rebuilds it.
   """
-  key = input_pipeline.cache_key(task_name, split, input_pipeline.file_digest(source_file),
-                                 tokenizer_digest, max_seq_length, truncation, list(label_list),
-                                 len(examples))
+  key = input_pipeline.cache_key(FEATURES_FORMAT, task_name, split,
+                                 input_pipeline.file_digest(source_file),
+                                 examples_digest(examples), tokenizer_digest, max_seq_length,
+                                 truncation, list(label_list))
   path = input_pipeline.cached_record_path(output_dir, split, key)
   if os.path.exists(path):
     logging.info("Using cached %s features %s", split, path)
     return path
+  tf.io.gfile.makedirs(output_dir)
   label_map = {label: i for i, label in enumerate(label_list)}
   truncated = write_features(examples, label_map, max_seq_length, tokenizer, truncation, path,
                              source_file, need_label=(split != "test"))

@@ -1,16 +1,51 @@
-"""Command-line plumbing shared by every script: one-line errors for bad input.
+"""Command-line plumbing shared by every script: one line for every error a user can meet.
 
-Scripts raise `InputError` for anything the user can fix (a missing file, a malformed row, a bad
-flag). `run_main` turns it into a single line on stderr and exit status 2, so users never see a
-stack trace from deep inside TensorFlow for a mistake in their own data or flags.
+`run_main` is the one boundary where failures become what the user sees:
+
+- `InputError` (bad data, flags, configs, vocabularies, output directories): `error: ...` on one
+  line and exit status 2.
+- Faults of the machine (disk full, permission denied, read-only filesystem, a file where a
+  directory should be), as `OSError` or as the TensorFlow error of a file operation: one line
+  naming the path and what to free or fix, exit status 2.
+- Ctrl-C (SIGINT) and SIGTERM: the running stage stops at its next safe point (training saves a
+  checkpoint), then one line says what was saved, and the exit status is 128 + the signal
+  number: 130 for SIGINT, 143 for SIGTERM. A process stuck inside one TensorFlow call that does
+  not reach a safe point within `INTERRUPT_GRACE_S` seconds, or that gets a second signal, exits
+  at once with the same status.
+- Anything else is a bug in this project: one `internal error` line naming the exception and a
+  file holding the full traceback (exit status 1). Set BERT_MGPU_TRACEBACK=1 to see tracebacks
+  on stderr instead.
 """
 
+import errno
 import os
+import select
+import signal
 import sys
+import tempfile
+import threading
+import time
+import traceback
 
 
 class InputError(ValueError):
-  """A problem with user-supplied input; the message names the file/line/flag and what was expected."""
+  """Something the user can fix; the message names the file/line/flag/path and what was expected."""
+
+
+class Interrupted(KeyboardInterrupt):
+  """Ctrl-C or SIGTERM; `detail` says where the run stopped and what it saved."""
+
+  def __init__(self, signum, detail=None):
+    super(Interrupted, self).__init__(signum, detail)
+    self.signum = signum
+    self.detail = detail
+
+
+EXIT_INPUT_ERROR = 2
+EXIT_INTERNAL_ERROR = 1
+# How long the main thread may take to reach a safe point after a signal (see the docstring).
+INTERRUPT_GRACE_S = 15.0
+TRACEBACK_ENV = "BERT_MGPU_TRACEBACK"
 
 
 def require_file(path, flag_name):
@@ -29,16 +64,206 @@ def require_positive(value, flag_name):
   return int(value)
 
 
+def decode_line(raw, path, line_number):
+  """utf-8 decodes one line of bytes; InputError naming the file, line and byte otherwise."""
+  try:
+    return raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise InputError("%s:%d: not valid utf-8 (byte 0x%02x at column %d); convert the file "
+                     "first, e.g. iconv -f gbk -t utf-8" %
+                     (path, line_number, raw[e.start], e.start + 1))
+
+
+def text_lines(path):
+  """Yields (line_number, text without its line ending) of a utf-8 text file.
+
+  Each line is decoded on its own, so a bad byte is reported at its own line; a byte order mark
+  is skipped; lines of any length are accepted.
+  """
+  if not os.path.isfile(path):
+    raise InputError("%s: no such file" % path)
+  with open(path, "rb") as f:
+    for line_number, raw in enumerate(f, 1):
+      if line_number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+      yield line_number, decode_line(raw, path, line_number).rstrip("\r\n")
+
+
+# (errno, its strerror as OSError and TensorFlow messages spell it, what to do).
+_MACHINE_FAULTS = [
+    (errno.ENOSPC, "No space left on device",
+     "free space there (df -h) or choose another --output_dir, then rerun the same command"),
+    (errno.EDQUOT, "Disk quota exceeded",
+     "free space there or choose another --output_dir, then rerun the same command"),
+    (errno.EROFS, "Read-only file system", "choose a writable --output_dir"),
+    (errno.EACCES, "Permission denied", "fix its permissions or choose another path"),
+    (errno.EPERM, "Operation not permitted", "fix its permissions or choose another path"),
+    (errno.ENOTDIR, "Not a directory", "a part of the path is a file; choose another path"),
+    (errno.EISDIR, "Is a directory", "expected a file; choose another path"),
+    (errno.EEXIST, "File exists", "move it or choose another path"),
+    (errno.EFBIG, "File too large", "raise the file size limit (ulimit -f) or choose another "
+     "--output_dir"),
+    (errno.EIO, "Input/output error", "check the device or choose another --output_dir"),
+]
+
+
+def machine_fault(exc):
+  """One line for a fault of the machine (disk full, permissions, ...), or None for other errors.
+
+  Args:
+    exc: an OSError, or a TensorFlow OpError raised by a file operation.
+  """
+  message = str(exc)
+  if isinstance(exc, MemoryError) or "OOM when allocating" in message:
+    return ("out of memory%s; lower --train_batch_size (or the eval/predict batch size) or "
+            "--max_seq_length, or use more --n_gpus" %
+            (" (%s)" % first_line(message, 200) if message else ""))
+  if type(exc).__name__ == "DataLossError":
+    return "%s: the file is truncated or corrupt; recreate it" % first_line(message)
+  for number, text, fix in _MACHINE_FAULTS:
+    if isinstance(exc, OSError) and exc.errno == number:
+      path = exc.filename or "(no file named)"
+      if exc.filename2:
+        path += " -> %s" % exc.filename2
+      return "%s: %s; %s" % (path, text, fix)
+    if not isinstance(exc, OSError) and text in message:
+      line = next(l for l in message.splitlines() if text in l)  # TF's first may be generic.
+      return "%s: %s" % (first_line(line.strip()), fix)
+  return None
+
+
+def first_line(message, limit=400):
+  """The first line of `message`, at most `limit` characters."""
+  line = message.strip().splitlines()[0] if message.strip() else message
+  return line if len(line) <= limit else line[:limit] + "..."
+
+
+def _report_internal_error(exc):
+  """Writes the traceback of an unexpected exception to a file; returns the one-line message."""
+  text = traceback.format_exc()
+  try:
+    fd, path = tempfile.mkstemp(prefix="bert-mgpu-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+      f.write(text)
+    where = "the traceback is in %s" % path
+  except OSError:
+    where = "set %s=1 to see the traceback" % TRACEBACK_ENV
+  return ("internal error (%s: %s); this is a bug in bert-mgpu, not in your input: %s; please "
+          "report it with that file" % (type(exc).__name__, first_line(str(exc), 300), where))
+
+
+def _fail(message, status):
+  sys.stdout.flush()
+  sys.stderr.write("error: %s\n" % message)
+  sys.stderr.flush()
+  sys.exit(status)
+
+
+def interrupt_message(exc):
+  """`interrupted by SIGTERM ...` for an Interrupted (or a bare KeyboardInterrupt: SIGINT)."""
+  signum = getattr(exc, "signum", signal.SIGINT)
+  detail = getattr(exc, "detail", None) or (
+      "stopped before this stage finished; its outputs were not written (files already in "
+      "--output_dir are intact); rerun the same command")
+  return "interrupted by %s: %s" % (signal.Signals(signum).name, detail)
+
+
+class _SignalWatch(object):
+  """SIGINT and SIGTERM raise Interrupted in the main thread; a watchdog bounds the wait.
+
+  The Python handler only runs between bytecodes of the main thread. The C-level handler also
+  writes the signal number into a wakeup pipe (signal.set_wakeup_fd), which a daemon thread
+  reads: if the Python handler has not run INTERRUPT_GRACE_S seconds later (the main thread is
+  stuck in one TensorFlow call), or a second signal comes, the process exits at once.
+  """
+
+  def __init__(self):
+    self.signum = None
+    self.handled = threading.Event()
+
+  def install(self):
+    if threading.current_thread() is not threading.main_thread():
+      return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+      signal.signal(signum, self._handler)
+    threading.Thread(target=self._watch, args=(read_fd,), daemon=True).start()
+
+  def _handler(self, signum, frame):
+    del frame
+    if self.handled.is_set():  # A second signal: the user wants out now.
+      self._exit_now(signum, "second signal; exiting at once")
+    self.signum = signum
+    self.handled.set()
+    raise Interrupted(signum)
+
+  def _watch(self, read_fd):
+    first = os.read(read_fd, 1)[0]
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
+    while True:
+      # Once the Python handler ran, the main thread is stopping; only a second signal counts.
+      timeout = None if self.handled.is_set() else max(0.0, deadline - time.monotonic())
+      if select.select([read_fd], [], [], timeout)[0]:
+        self._exit_now(os.read(read_fd, 1)[0], "second signal; exiting at once")
+      if not self.handled.is_set():
+        self._exit_now(first, "the running TensorFlow operation did not stop within %g s; "
+                       "exited without saving (the latest checkpoint in --output_dir is "
+                       "intact; rerun the same command to resume from it)" % INTERRUPT_GRACE_S)
+
+  @staticmethod
+  def _exit_now(signum, why):
+    name = signal.Signals(signum).name
+    os.write(2, ("error: interrupted by %s: %s\n" % (name, why)).encode("utf-8"))
+    os._exit(128 + signum)  # pylint: disable=protected-access
+
+
 def run_main(main_fn, argv=None):
-  """Runs `main_fn(argv)` through absl.app, reporting InputError as one line and exit code 2."""
+  """Runs `main_fn(argv)` through absl.app with the error reporting of the module docstring."""
   from absl import app  # pylint: disable=g-import-not-at-top
+  show_tracebacks = os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
+
+  _show_project_flags_in_help()
 
   def _guarded(args):
+    _SignalWatch().install()
     try:
       return main_fn(args)
     except InputError as e:
-      sys.stderr.write("error: %s\n" % e)
-      sys.stderr.flush()
-      sys.exit(2)
+      _fail(str(e), EXIT_INPUT_ERROR)
+    except KeyboardInterrupt as e:
+      _fail(interrupt_message(e), 128 + getattr(e, "signum", signal.SIGINT))
+    except Exception as e:  # pylint: disable=broad-except
+      fault = machine_fault(e) if _is_file_error(e) else None
+      if fault:
+        _fail(fault, EXIT_INPUT_ERROR)
+      if show_tracebacks:
+        raise
+      _fail(_report_internal_error(e), EXIT_INTERNAL_ERROR)
 
   app.run(_guarded, argv=argv)
+
+
+def _show_project_flags_in_help():
+  """--help lists every flag this project defines (absl lists only the main module's own).
+
+  The shared flags (common_flags.py) become key flags of the script; TensorFlow's and absl's
+  own flags stay out of --help (they are in --helpfull).
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  project_dir = os.path.dirname(os.path.abspath(__file__))
+  main_module = sys.argv[0]
+  for module_name, module_flags in flags.FLAGS.flags_by_module_dict().items():
+    module = sys.modules.get(module_name)
+    path = os.path.abspath(getattr(module, "__file__", None) or "/")
+    if module_name != main_module and os.path.dirname(path) == project_dir:
+      for flag in module_flags:
+        flags.FLAGS.register_key_flag_for_module(main_module, flag)
+
+
+def _is_file_error(exc):
+  """Whether `exc` may be a fault of the machine: an OSError, a MemoryError or a TF OpError."""
+  if isinstance(exc, (OSError, MemoryError)):
+    return True
+  return type(exc).__module__.startswith("tensorflow") and hasattr(exc, "error_code")

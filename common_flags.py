@@ -5,12 +5,14 @@ idempotent, so several scripts can be imported into one process (as the tests do
 """
 
 import atexit
+import os
 import shutil
 import tempfile
 
 from absl import flags
 from absl import logging
 
+import atomic_files
 import cli
 
 FLAGS = flags.FLAGS
@@ -172,8 +174,16 @@ def define_tpu_flags_removed():
   _define("integer", "iterations_per_loop", 1000, "Ignored (no TPU support).")
 
 
-def load_config_and_tokenizer(need_tokenizer=True):
+def load_config_and_tokenizer(need_tokenizer=True, special_tokens=("[CLS]", "[SEP]")):
   """Reads --bert_config_file and the vocabulary, checking that they fit together.
+
+  Everything is checked here, before any data is read: the config's types and values, the flag
+  values, the vocabulary's size and special tokens, and that --init_checkpoint and the latest
+  checkpoint of --output_dir have the config's shapes.
+
+  Args:
+    need_tokenizer: load the vocabulary (False: the config alone).
+    special_tokens: tokens the run's inputs are built with; the vocabulary must have them.
 
   Returns:
     (bert_config, tokenizer or None, tokenizer_digest): the digest names the vocabulary's bytes
@@ -181,7 +191,8 @@ def load_config_and_tokenizer(need_tokenizer=True):
 
   Raises:
     InputError: a missing file, max_seq_length above max_position_embeddings, a vocabulary whose
-      size differs from the config's vocab_size, or casing that contradicts the checkpoint name.
+      size differs from the config's vocab_size or that lacks a special token, casing that
+      contradicts the checkpoint name, or a checkpoint of another shape.
   """
   # Imported here so that defining flags stays free of TensorFlow/model imports.
   import input_pipeline  # pylint: disable=g-import-not-at-top
@@ -198,7 +209,7 @@ def load_config_and_tokenizer(need_tokenizer=True):
                                   FLAGS.bert_config_file))
   if FLAGS.max_seq_length < 3:
     raise cli.InputError("--max_seq_length=%d: expected at least 3" % FLAGS.max_seq_length)
-  tower_flag_checks()
+  _check_checkpoints_fit(bert_config)
   if not need_tokenizer:
     return bert_config, None, None
 
@@ -216,17 +227,84 @@ def load_config_and_tokenizer(need_tokenizer=True):
         "%s has %d entries but vocab_size=%d in %s: the vocabulary must be the one the model "
         "was trained with" % (vocab_path, len(tokenizer.vocab), bert_config.vocab_size,
                               FLAGS.bert_config_file))
+  tokenization.require_tokens(
+      tokenizer.vocab, special_tokens, "--%s=%s" % (
+          "spm_model_file" if FLAGS.spm_model_file else "vocab_file", vocab_path),
+      "every input is built with %s; is this the model's vocabulary?" %
+      ", ".join(special_tokens))
   digest = input_pipeline.cache_key(input_pipeline.file_digest(vocab_path), FLAGS.do_lower_case,
                                     bool(FLAGS.spm_model_file))
   return bert_config, tokenizer, digest
 
 
+def _check_checkpoints_fit(bert_config):
+  """--init_checkpoint and the latest checkpoint of --output_dir must have the config's shapes."""
+  import training  # pylint: disable=g-import-not-at-top
+  training.check_init_checkpoint(FLAGS.init_checkpoint)
+  if FLAGS.init_checkpoint:
+    training.check_checkpoint_fits(FLAGS.init_checkpoint, bert_config,
+                                   "--init_checkpoint=%s" % FLAGS.init_checkpoint)
+  latest = training.latest_checkpoint(FLAGS.output_dir)
+  if latest:
+    training.check_checkpoint_fits(latest, bert_config,
+                                   "--output_dir's latest checkpoint %s" % latest)
+
+
+def run_identity(bert_config, vocab_digest, **extra):
+  """What run_info.json records of this run: the script, config and vocabulary, plus `extra`."""
+  import sys  # pylint: disable=g-import-not-at-top
+  info = {
+      "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None,
+      "bert_config": bert_config.to_dict(),
+      "vocab": None,
+  }
+  if vocab_digest:
+    info["vocab"] = {"digest": vocab_digest, "do_lower_case": FLAGS.do_lower_case}
+    info["vocab_file"] = os.path.abspath(FLAGS.spm_model_file or FLAGS.vocab_file)
+  info.update(extra)
+  return info
+
+
+def check_run_info(info, will_train):
+  """Checks this run against --output_dir's run_info.json; training runs then record theirs.
+
+  Called once the run's inputs are checked and before any expensive work: a run that does not
+  match the model in --output_dir stops here, before it writes anything.
+  """
+  import run_info  # pylint: disable=g-import-not-at-top
+  import training  # pylint: disable=g-import-not-at-top
+  run_info.check(FLAGS.output_dir, info, training.has_checkpoint(FLAGS.output_dir))
+  if will_train:
+    run_info.write(FLAGS.output_dir, info)
+
+
+# Flags whose value must lie in a range: name -> (lowest, highest, whether lowest is allowed).
+_FLAG_RANGES = {
+    "learning_rate": (0.0, float("inf"), False),
+    "num_train_epochs": (0.0, float("inf"), False),
+    "warmup_proportion": (0.0, 1.0, True),
+    "num_warmup_steps": (0, float("inf"), True),
+    "keep_checkpoint_max": (0, float("inf"), True),
+    "collective_timeout_s": (0.0, float("inf"), False),
+    "allreduce_pack_mb": (0.0, float("inf"), False),
+}
+
+
 def tower_flag_checks():
-  """Checks the batch sizes, the speed and the cluster flags; raises InputError naming the flag."""
+  """Checks the batch sizes, learning rate, schedule, speed and cluster flags (InputError)."""
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
                "save_checkpoints_steps", "log_every_n_steps"):
     if name in FLAGS:
       cli.require_positive(getattr(FLAGS, name), name)
+  # run_rewrite_finetune.py's default 0 means "from --num_train_epochs".
+  if "num_train_steps" in FLAGS and (FLAGS.num_train_steps or FLAGS["num_train_steps"].default):
+    cli.require_positive(FLAGS.num_train_steps, "num_train_steps")
+  for name, (low, high, low_ok) in sorted(_FLAG_RANGES.items()):
+    value = getattr(FLAGS, name) if name in FLAGS else None
+    if value is not None and not ((value > low or (low_ok and value == low)) and value <= high):
+      raise cli.InputError("--%s=%s: expected a number %s %g%s" % (
+          name, value, ">=" if low_ok else ">", low,
+          "" if high == float("inf") else " and <= %g" % high))
   if "use_fp16" in FLAGS and FLAGS.use_fp16 and FLAGS.use_bf16:
     raise cli.InputError("--use_fp16 and --use_bf16 exclude each other: choose one")
   parallel()
@@ -308,13 +386,35 @@ def log_training_plan(num_examples, num_train_steps):
 
 
 def require_output_dir():
-  """--output_dir must be set; creates it."""
+  """Checks the shared flags; --output_dir must be set and a writable directory; creates it.
+
+  Every run script calls this first, before any expensive work: a bad flag value, an output
+  path that is a file, a read-only filesystem or a parent without write permission is a
+  one-line error. Temporary files left by a killed run are removed.
+  """
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   if not FLAGS.output_dir:
     raise cli.InputError("--output_dir is required")
-  parallel()
-  tf.io.gfile.makedirs(FLAGS.output_dir)
-  return FLAGS.output_dir
+  tower_flag_checks()
+  path = FLAGS.output_dir
+  if "://" in path:  # A remote filesystem (gs://...): TensorFlow's file system checks it.
+    tf.io.gfile.makedirs(path)
+    return path
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise cli.InputError("--output_dir=%s: is a file; expected a directory (or a path to "
+                         "create one)" % path)
+  probe = os.path.join(path, ".write-test-%d" % os.getpid())
+  try:
+    os.makedirs(path, exist_ok=True)
+    with open(probe, "w") as f:
+      f.write("ok")
+    os.remove(probe)
+  except OSError as e:
+    atomic_files.remove_quietly(probe)
+    raise cli.InputError("--output_dir=%s: cannot write there (%s); choose a writable "
+                         "directory" % (path, e.strerror))
+  atomic_files.remove_stale_temporaries(path)
+  return path
 
 
 def train_spec(num_train_steps, num_warmup_steps):

@@ -9,6 +9,8 @@ weight/bias become gamma/beta. The reader parses safetensors itself (an 8-byte h
 JSON header, raw little-endian tensors), so neither torch nor the safetensors package is needed.
 """
 
+import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 import json
 import os
 import re

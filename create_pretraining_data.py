@@ -34,6 +34,7 @@ import os
 import random
 import re
 import resource
+import signal
 import struct
 import time
 import unicodedata
@@ -42,6 +43,8 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+import atomic_files
+from cli import decode_line
 from cli import InputError
 from cli import run_main
 import masking
@@ -292,7 +295,7 @@ def read_documents(input_files):
     with open(path, "rb") as reader:
       for line_number, raw in enumerate(reader, 1):
         nbytes += len(raw)
-        text = _decode_line(raw, path, line_number).strip()
+        text = decode_line(raw, path, line_number).strip()
         if not text:
           if lines:
             yield Document(path, first, lines, nbytes, split)
@@ -307,16 +310,6 @@ def read_documents(input_files):
           lines, nbytes, size, split = [], 0, 0, True
     if lines:
       yield Document(path, first, lines, nbytes, split)
-
-
-def _decode_line(raw, path, line_number):
-  """utf-8 decodes one line; InputError naming file and line otherwise."""
-  try:
-    return raw.decode("utf-8")
-  except UnicodeDecodeError as e:
-    raise InputError("%s:%d: not valid utf-8 (byte 0x%02x at column %d); convert the corpus "
-                     "first, e.g. iconv -f gbk -t utf-8" %
-                     (path, line_number, raw[e.start], e.start + 1))
 
 
 def make_chunks(documents):
@@ -679,8 +672,13 @@ _FEATURIZER = None  # The worker process's Featurizer, set by init_worker.
 
 
 def init_worker(opts):
-  """Pool initializer: builds this process's Featurizer."""
+  """Pool initializer: builds this process's Featurizer.
+
+  Workers ignore SIGINT: a Ctrl-C reaches the whole process group, and the parent alone stops
+  the run (closing the pool ends the workers) and reports it in one line.
+  """
   global _FEATURIZER
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
   _FEATURIZER = Featurizer(opts)
 
 
@@ -835,16 +833,34 @@ class TFRecordFile(object):
   """
 
   def __init__(self, path, crc32c):
-    self._file = open(path, "wb")
+    self.path = path
+    self._file = open(atomic_files.temporary_path(path), "wb")
     self._crc32c = crc32c
 
   def write(self, record):
     header = struct.pack("<Q", len(record))
-    self._file.write(b"".join((header, struct.pack("<I", self._crc32c.masked(header)), record,
-                               struct.pack("<I", self._crc32c.masked(record)))))
+    try:
+      self._file.write(b"".join((header, struct.pack("<I", self._crc32c.masked(header)), record,
+                                 struct.pack("<I", self._crc32c.masked(record)))))
+    except OSError as e:  # e.g. disk full: name the file (a write error names none).
+      raise OSError(e.errno, e.strerror, self.path)
 
-  def close(self):
-    self._file.close()
+  def flush(self):
+    self._file.flush()
+
+  def close(self, keep=True):
+    """Closes the file (once); renames it into place if `keep`, else removes it."""
+    if self._file.closed:
+      return
+    if keep:
+      self._file.close()
+      os.replace(self._file.name, self.path)
+      return
+    try:
+      self._file.close()
+    except OSError:  # e.g. the disk is still full; the file goes anyway.
+      pass
+    atomic_files.remove_quietly(self._file.name)
 
 
 class RecordWriter(object):
@@ -869,13 +885,20 @@ class RecordWriter(object):
     self._buffer[index] = record
 
   def close(self):
-    """Writes what is left in the window, shuffled, and closes the files."""
+    """Writes what is left in the window, shuffled, then puts every file in place."""
     self._rng.shuffle(self._buffer)
     for record in self._buffer:
       self._write(record)
     self._buffer = []
     for writer in self._writers:
-      writer.close()
+      writer.flush()
+    for writer in self._writers:
+      writer.close(keep=True)
+
+  def discard(self):
+    """Removes the files being written (after a failure); earlier outputs stay as they were."""
+    for writer in self._writers:
+      writer.close(keep=False)
 
   def _write(self, record):
     self._writers[self._next_writer].write(record)
@@ -943,7 +966,9 @@ def run(opts):
     short_documents, per_file (list of (path, count)), and the other statistics.
 
   Raises:
-    InputError: bad flags or input; output files are removed then.
+    InputError: bad flags or input. The output files are written under temporary names and
+      renamed into place at the end, so after any failure an output file is either absent or
+      the one an earlier run left.
   """
   check_options(opts)
   input_files = expand_input_files(opts.input_file)
@@ -952,15 +977,12 @@ def run(opts):
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
       raise InputError("--output_file=%s: directory %s does not exist" % (path, directory))
+    if os.path.isdir(path):
+      raise InputError("--output_file=%s: is a directory; expected a file name" % path)
+    atomic_files.remove_stale_temporaries(directory)
   featurizer = Featurizer(opts)  # Checks vocabulary, special tokens and segmenter up front.
   _log_settings(opts, input_files, output_files, featurizer)
-  try:
-    return _generate(opts, input_files, output_files, featurizer)
-  except (InputError, KeyboardInterrupt):
-    for path in output_files:
-      if os.path.exists(path):
-        os.remove(path)
-    raise
+  return _generate(opts, input_files, output_files, featurizer)
 
 
 def _generate(opts, input_files, output_files, featurizer):
@@ -975,12 +997,14 @@ def _generate(opts, input_files, output_files, featurizer):
       for record in result.records:
         writer.add(record)
       progress.add(result)
+    if progress.stats["instances"] == 0:
+      raise InputError(_no_instance_message(opts, input_files, progress.stats))
+    writer.close()
+  except BaseException:
+    writer.discard()
+    raise
   finally:
     results.close()
-    writer.close()
-  stats = progress.stats
-  if stats["instances"] == 0:
-    raise InputError(_no_instance_message(opts, input_files, stats))
   return _summarize(opts, output_files, writer.counts, progress)
 
 

@@ -3,8 +3,11 @@
 import collections
 import hashlib
 import os
+import struct
 
 import tensorflow.compat.v1 as tf
+
+from cli import InputError
 
 
 def decode_record(record, name_to_features):
@@ -57,6 +60,8 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
   if num_parallel_calls is None:
     num_parallel_calls = tf.data.experimental.AUTOTUNE
   files = list(input_files)
+  if is_training:
+    require_records(files)
   if is_training and len(files) % shard.count:
     d = tf.data.Dataset.from_tensor_slices(tf.constant(files)).flat_map(tf.data.TFRecordDataset)
     d = d.shard(shard.count, shard.index).shuffle(buffer_size=shuffle_buffer, seed=seed).repeat()
@@ -76,6 +81,38 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
   d = d.map(lambda records: decode_batch(records, name_to_features),
             num_parallel_calls=num_parallel_calls, deterministic=True)
   return d.prefetch(tf.data.experimental.AUTOTUNE)
+
+
+def require_records(files):
+  """Raises InputError unless some file of `files` holds a record.
+
+  Training repeats its dataset forever; over zero records that loop would spin inside
+  TensorFlow without ever yielding a batch.
+  """
+  if not any(tf.io.gfile.stat(path).length for path in files):
+    raise InputError("%s: no training examples (the data the records were made from is empty)"
+                     % ", ".join(files))
+
+
+def check_framing(path):
+  """Raises InputError when the TFRecord file `path` ends inside a record (it is cut short:
+  a copy or a writer that died), instead of a failure when reading reaches its end.
+
+  Walks the 12-byte record headers only (length and its CRC), seeking over the data, so it
+  costs one small read per record, not a read of the file.
+  """
+  size = tf.io.gfile.stat(path).length
+  position, count = 0, 0
+  with tf.io.gfile.GFile(path, "rb") as f:
+    while position < size:
+      header = f.read(12)
+      if len(header) == 12:
+        position += 12 + struct.unpack("<Q", header[:8])[0] + 4
+      if len(header) < 12 or position > size:
+        raise InputError("%s: cut short inside record %d (the file has %d bytes); it is "
+                         "incomplete: recreate it" % (path, count + 1, size))
+      f.seek(position)
+      count += 1
 
 
 def file_digest(path, chunk_size=1 << 20):
@@ -106,10 +143,3 @@ def cache_key(*parts):
 def cached_record_path(output_dir, split, key):
   """Where the TFRecord of `split` built under `key` is cached: output_dir/<split>-<key>.tf_record."""
   return os.path.join(output_dir, "%s-%s.tf_record" % (split, key))
-
-
-def write_atomically(path, write_fn):
-  """Runs write_fn(tmp_path) then renames tmp_path to `path`, so a crash leaves no half file."""
-  tmp_path = path + ".tmp-%d" % os.getpid()
-  write_fn(tmp_path)
-  os.replace(tmp_path, path)

@@ -31,6 +31,7 @@ This module does not import TensorFlow: the trainer wraps `mask_batch` in tf.num
 import numpy as np
 
 from cli import InputError
+import tokenization
 
 STRATEGIES = ("token", "whole_word", "ngram")
 
@@ -95,10 +96,8 @@ class MaskingConfig(object):
     Raises:
       InputError: if [CLS], [SEP] or [MASK] is missing from `vocab`.
     """
-    missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in vocab]
-    if missing:
-      raise InputError("%s: missing special token(s) %s (BERT pretraining needs [CLS], [SEP] "
-                       "and [MASK])" % (source, ", ".join(missing)))
+    tokenization.require_tokens(vocab, ("[CLS]", "[SEP]", "[MASK]"), source,
+                                "BERT pretraining needs [CLS], [SEP] and [MASK]")
     special_ids = (vocab["[CLS]"], vocab["[SEP]"], vocab.get("[PAD]", 0))
     return cls(max(vocab.values()) + 1, vocab["[MASK]"], special_ids, **kwargs)
 

@@ -90,6 +90,8 @@ def _part(part, index=None):
 
 _REQUIRED_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                          "intermediate_size")
+_INTEGER_KEYS = _REQUIRED_CONFIG_KEYS + ("max_position_embeddings", "type_vocab_size")
+ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
 
 
 class BertConfig(object):
@@ -138,6 +140,9 @@ class BertConfig(object):
   @classmethod
   def from_dict(cls, json_object):
     """Constructs a `BertConfig` from a Python dict; raises InputError on missing keys."""
+    if not isinstance(json_object, dict):
+      raise InputError("expected a JSON object {\"vocab_size\": ..., ...}, got %s" %
+                       type(json_object).__name__)
     missing = [k for k in _REQUIRED_CONFIG_KEYS if k not in json_object]
     if missing:
       raise InputError("BERT config is missing key(s) %s; expected at least %s" %
@@ -145,18 +150,40 @@ class BertConfig(object):
     config = BertConfig(vocab_size=None)
     for (key, value) in six.iteritems(json_object):
       config.__dict__[key] = value
+    config.validate()
     return config
+
+  def validate(self):
+    """Raises InputError naming the first key whose value has the wrong type or range."""
+    for key in _INTEGER_KEYS:
+      value = getattr(self, key)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError("\"%s\": %s: expected an integer >= 1" % (key, json.dumps(value)))
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+      value = getattr(self, key)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise InputError("\"%s\": %s: expected a number in [0, 1)" % (key, json.dumps(value)))
+    value = self.initializer_range
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+      raise InputError("\"initializer_range\": %s: expected a number > 0" % json.dumps(value))
+    if not (isinstance(self.hidden_act, six.string_types) and
+            self.hidden_act.lower() in ACTIVATIONS):
+      raise InputError("\"hidden_act\": %s: expected one of %s" %
+                       (json.dumps(self.hidden_act), ", ".join(ACTIVATIONS)))
+    if self.hidden_size % self.num_attention_heads:
+      raise InputError("hidden_size=%d is not a multiple of num_attention_heads=%d (each head "
+                       "gets hidden_size / num_attention_heads dimensions)" %
+                       (self.hidden_size, self.num_attention_heads))
 
   @classmethod
   def from_json_file(cls, json_file):
     """Constructs a `BertConfig` from a json file; errors name the file."""
     if not os.path.isfile(json_file):
       raise InputError("bert_config_file %s: no such file" % json_file)
-    with open(json_file, "r", encoding="utf-8") as reader:
-      text = reader.read()
     try:
-      data = json.loads(text)
-    except ValueError as e:
+      with open(json_file, "r", encoding="utf-8") as reader:
+        data = json.loads(reader.read())
+    except ValueError as e:  # Also UnicodeDecodeError.
       raise InputError("bert_config_file %s: not valid JSON (%s)" % (json_file, e))
     try:
       return cls.from_dict(data)

@@ -16,6 +16,7 @@ All features are int64 except masked_lm_weights (float32).
 import tensorflow.compat.v1 as tf
 
 from cli import InputError
+import input_pipeline
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 STATIC_MASK_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
@@ -58,11 +59,12 @@ def inspect_records(path):
     max_predictions_per_seq is None for dynamic records, whose masking happens at train time.
 
   Raises:
-    InputError: if the file is missing, empty, not a TFRecord file, or its records are not BERT
-      pretraining examples.
+    InputError: if the file is missing, empty, cut short, not a TFRecord file, or its records
+      are not BERT pretraining examples.
   """
   if not tf.io.gfile.exists(path):
     raise InputError("%s: no such file" % path)
+  input_pipeline.check_framing(path)
   try:
     first = next(iter(tf.io.tf_record_iterator(path)), None)
   except (tf.errors.DataLossError, tf.errors.OpError) as e:

@@ -16,11 +16,12 @@ Rewrite pretraining (`make_pretraining_pairs`) turns plain text into the same ki
 
 import collections
 import glob
-import os
 
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+import atomic_files
+import cli
 from cli import InputError
 import input_pipeline
 
@@ -46,15 +47,16 @@ def source_budget(max_seq_length, max_target_length):
 
 def _tsv_rows(path):
   """Yields (line_number, fields) of a UTF-8 TSV file (no header, no quoting)."""
-  if not os.path.isfile(path):
-    raise InputError("%s: no such file" % path)
-  with open(path, "r", encoding="utf-8-sig") as f:
-    for line_number, line in enumerate(f, 1):
-      fields = line.rstrip("\r\n").split("\t")
-      if any(not field.strip() for field in fields):
-        raise InputError("%s:%d: empty column (or blank line); every column must hold text" %
-                         (path, line_number))
-      yield line_number, fields
+  empty = True
+  for line_number, text in cli.text_lines(path):
+    fields = text.split("\t")
+    if any(not field.strip() for field in fields):
+      raise InputError("%s:%d: empty column (or blank line); every column must hold text" %
+                       (path, line_number))
+    empty = False
+    yield line_number, fields
+  if empty:
+    raise InputError("%s: empty file: no rows (expected one example per line)" % path)
 
 
 def read_rewrite_tsv(path, column_order="source_target", need_target=True):
@@ -168,7 +170,7 @@ def write_pairs(path, token_pairs, tokenizer, max_seq_length, max_target_length,
         counts["target_truncated"] += int(target_cut)
         writer.write(_to_example(features).SerializeToString())
 
-  input_pipeline.write_atomically(path, _write)
+  atomic_files.write_atomically(path, _write)
   logging.info("%s: %d examples; %d sources truncated to %d tokens, %d targets truncated to %d "
                "tokens (max_seq_length=%d)", what, counts["examples"], counts["source_truncated"],
                source_budget(max_seq_length, max_target_length), counts["target_truncated"],
@@ -270,18 +272,21 @@ def read_passages(paths, tokenizer, max_tokens):
   passages = []
   for path in paths:
     current = []
-    with open(path, "r", encoding="utf-8-sig") as f:
-      for line in f:
-        if not line.strip():
-          passages.append(current)
-          current = []
-          continue
-        current += tokenizer.tokenize(line)
-        while len(current) >= max_tokens:
-          passages.append(current[:max_tokens])
-          current = current[max_tokens:]
+    for _, line in cli.text_lines(path):
+      if not line.strip():
+        passages.append(current)
+        current = []
+        continue
+      current += tokenizer.tokenize(line)
+      while len(current) >= max_tokens:
+        passages.append(current[:max_tokens])
+        current = current[max_tokens:]
     passages.append(current)
-  return [p for p in passages if len(p) >= 2]
+  passages = [p for p in passages if len(p) >= 2]
+  if not passages:
+    raise InputError("--corpus_file=%s: no text to learn from (the file(s) are empty or blank, "
+                     "or no paragraph has 2 tokens)" % ",".join(paths))
+  return passages
 
 
 def make_pretraining_pairs(passages, rng, max_source_tokens, max_target_length, tasks):

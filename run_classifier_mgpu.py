@@ -12,6 +12,8 @@ probabilities, stock) and predict.txt (the predicted label string of each test e
 per example, input order).
 """
 
+import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 import os
 
 from absl import flags
@@ -183,44 +185,52 @@ def main(_):
     return os.path.join(FLAGS.data_dir,
                         names.get(FLAGS.task_name.lower(), {}).get(name, name + ".tsv"))
 
+  # Every file this run needs is read and converted before training, so a bad dev or test row,
+  # or a run that does not match the model already in --output_dir, stops it in seconds.
+  examples = {}
   if FLAGS.do_train:
-    train_examples = processor.get_train_examples(FLAGS.data_dir)
-    label_list = processor.get_labels()
-    # Validate dev labels before spending hours training.
-    if FLAGS.do_eval:
-      dev_examples = processor.get_dev_examples(FLAGS.data_dir)
-      features_file("dev", dev_examples, source("dev"), label_list)
-    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(train_examples))
-    train_file = features_file("train", train_examples, source("train"), label_list)
-    common_flags.log_training_plan(len(train_examples), num_train_steps)
+    examples["train"] = processor.get_train_examples(FLAGS.data_dir)
+  label_list = processor.get_labels()
+  if FLAGS.do_eval:
+    examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
+  if FLAGS.do_predict:
+    examples["test"] = processor.get_test_examples(FLAGS.data_dir)
+  common_flags.check_run_info(
+      common_flags.run_identity(bert_config, tokenizer_digest, task=FLAGS.task_name.lower(),
+                                labels=list(label_list)), will_train=FLAGS.do_train)
+  if FLAGS.do_train and isinstance(processor, classifier_data.TsvProcessor):
+    processor.save_labels()
+  record_files = {split: features_file(split, split_examples, source(split), label_list)
+                  for split, split_examples in sorted(examples.items())}
+
+  if FLAGS.do_train:
+    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(examples["train"]))
+    common_flags.log_training_plan(len(examples["train"]), num_train_steps)
     training.train(make_tower_fn(bert_config, len(label_list), is_training=True),
-                   make_input_fn(train_file, is_training=True),
+                   make_input_fn(record_files["train"], is_training=True),
                    common_flags.train_spec(num_train_steps, num_warmup_steps))
 
-  label_list = processor.get_labels()
   if FLAGS.do_eval or FLAGS.do_predict:
     checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
 
   if FLAGS.do_eval:
-    dev_examples = processor.get_dev_examples(FLAGS.data_dir)
-    dev_file = features_file("dev", dev_examples, source("dev"), label_list)
+    dev_examples = examples["dev"]
     # Eval runs on one tower (its stages' devices), like stock BERT's Estimator eval.
     outputs = training.run_inference(make_tower_fn(bert_config, len(label_list), False),
-                                     make_input_fn(dev_file, False), checkpoint,
+                                     make_input_fn(record_files["dev"], False), checkpoint,
                                      common_flags.inference_parallel(1),
                                      FLAGS.eval_batch_size)
     label_map = {label: i for i, label in enumerate(label_list)}
     label_ids = np.array([label_map[e.label] for e in dev_examples])
     results = classification_report(outputs["probabilities"], outputs["per_example_loss"],
-                                     label_ids, label_list)
-    results["global_step"] = int(tf.train.load_variable(checkpoint, "global_step"))
+                                    label_ids, label_list)
+    results["global_step"] = training.checkpoint_step(checkpoint)
     common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
 
   if FLAGS.do_predict:
-    test_examples = processor.get_test_examples(FLAGS.data_dir)
-    test_file = features_file("test", test_examples, source("test"), label_list)
+    test_examples = examples["test"]
     outputs = training.run_inference(make_tower_fn(bert_config, len(label_list), False),
-                                     make_input_fn(test_file, False), checkpoint,
+                                     make_input_fn(record_files["test"], False), checkpoint,
                                      common_flags.inference_parallel(),
                                      FLAGS.predict_batch_size)
     probabilities = outputs["probabilities"]

@@ -21,6 +21,8 @@ predict.txt (each masked position's original and predicted token, one line per e
 input order). --do_eval and --do_predict use --eval_batch_size per tower.
 """
 
+import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 import itertools
 import os
 
@@ -344,14 +346,6 @@ def checkpoint_has_nsp_head(checkpoint):
   return "cls/seq_relationship/output_weights" in names
 
 
-def checkpoint_step(checkpoint):
-  """global_step stored in `checkpoint`, or 0 when it has none."""
-  try:
-    return int(tf.train.load_variable(checkpoint, "global_step"))
-  except (tf.errors.NotFoundError, ValueError):
-    return 0
-
-
 def check_vocab_matches(bert_config, files):
   """Raises InputError when the records hold token ids outside the config's vocabulary.
 
@@ -366,8 +360,10 @@ def check_vocab_matches(bert_config, files):
                                            FLAGS.bert_config_file))
 
 
-def load_model(fmt):
+def load_model(fmt, will_train=False):
   """The BertConfig, plus the tokenizer and masking config when needed, checked against `fmt`.
+
+  Also checks the run against --output_dir's run_info.json (a training run records its own).
 
   Returns:
     (bert_config, tokenizer or None, masking.MaskingConfig or None).
@@ -378,8 +374,10 @@ def load_model(fmt):
         "--vocab_file is required %s (the vocabulary the records were made with)" %
         ("to mask dynamic records on the fly" if fmt["dynamic"] else
          "by --do_predict to print tokens"))
-  bert_config, tokenizer, _ = common_flags.load_config_and_tokenizer(
+  bert_config, tokenizer, vocab_digest = common_flags.load_config_and_tokenizer(
       needs_vocab or bool(FLAGS.vocab_file))
+  common_flags.check_run_info(common_flags.run_identity(bert_config, vocab_digest),
+                              will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
     masking_config = masking.MaskingConfig.from_vocab(
@@ -396,12 +394,14 @@ def main(_):
   if not FLAGS.input_file and (FLAGS.do_train or not FLAGS.eval_input_file):
     raise cli.InputError("--input_file is required")
   common_flags.require_output_dir()
-  training.check_init_checkpoint(FLAGS.init_checkpoint)
 
+  if FLAGS.do_eval or FLAGS.do_predict:  # Checked before training, used after it.
+    eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"
+    eval_files = resolve_input_files(getattr(FLAGS, eval_flag), eval_flag)
   if FLAGS.do_train:
     train_files = resolve_input_files(FLAGS.input_file, "input_file")
     fmt = record_format(train_files, "input_file")
-    bert_config, _, masking_config = load_model(fmt)
+    bert_config, _, masking_config = load_model(fmt, will_train=True)
     check_vocab_matches(bert_config, train_files)
     training.train(tower_fn_builder(bert_config, fmt["has_nsp"], is_training=True),
                    input_fn_builder(train_files, fmt, True, masking_config),
@@ -409,10 +409,8 @@ def main(_):
     training.export_model(FLAGS.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file)
 
   if FLAGS.do_eval or FLAGS.do_predict:
-    eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"
-    eval_files = resolve_input_files(getattr(FLAGS, eval_flag), eval_flag)
     fmt = record_format(eval_files, eval_flag)
-    bert_config, tokenizer, masking_config = load_model(fmt)
+    bert_config, tokenizer, masking_config = load_model(fmt, will_train=False)
     check_vocab_matches(bert_config, eval_files)
     checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
     has_nsp = fmt["has_nsp"] and checkpoint_has_nsp_head(checkpoint)
@@ -427,7 +425,7 @@ def main(_):
                  eval_flag)
     if FLAGS.do_eval:
       results = evaluation_metrics(outputs)
-      results["global_step"] = checkpoint_step(checkpoint)
+      results["global_step"] = training.checkpoint_step(checkpoint)
       common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
     if FLAGS.do_predict:
       path = os.path.join(FLAGS.output_dir, "predict.txt")

@@ -25,6 +25,8 @@ candidate is scored by its mean log-probability per target token (its [SEP] incl
 rank.txt gets, per row, `candidate<TAB>score` pairs best first.
 
 Rewrite pretraining (--do_pretrain_rewrite --corpus_file=a.txt,b.txt): self-supervised pairs
+import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 from plain text (continue a passage cut at a random point; regenerate a [MASK]ed span), trained
 like fine-tuning. The result is exported as a Google-style checkpoint with the model variables
 only, output_dir/export/bert_model.ckpt (+ bert_config.json, vocab.txt); fine-tune from it with
@@ -97,6 +99,10 @@ flags.DEFINE_integer("pretrain_dupe_factor", 2,
                      "Passes over the corpus with different random cuts and spans.")
 
 
+# Packing uses [CLS] and [SEP]; span pretraining and decoding's stop token need [MASK] and [SEP].
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
+
+
 def make_input_fn(record_file, is_training):
   """input_fn(rows, seed, shard) over packed rewrite records."""
 
@@ -112,9 +118,9 @@ class Pipeline(object):
   """The model config, tokenizer and record caching of one run."""
 
   def __init__(self):
-    self.bert_config, self.tokenizer, self.tokenizer_digest = (
-        common_flags.load_config_and_tokenizer())
     rewrite_data.source_budget(FLAGS.max_seq_length, FLAGS.max_target_length)
+    self.bert_config, self.tokenizer, self.tokenizer_digest = (
+        common_flags.load_config_and_tokenizer(special_tokens=SPECIAL_TOKENS))
 
   def records(self, split, source_file, rows, with_targets=True, extra_key=()):
     """Cached TFRecords of TSV rows; the key covers the file's bytes and every option."""
@@ -176,10 +182,29 @@ def _write_lines(path, lines):
   logging.info("Wrote %d lines to %s", len(lines), path)
 
 
-def evaluate(pipeline, checkpoint):
+def read_inputs():
+  """Reads every file the run's modes need (dict name -> (path, rows)), before any training."""
+  inputs = {}
+  if FLAGS.do_train:
+    path = _data_file("train.tsv")
+    inputs["train"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order))
+  if FLAGS.do_eval:
+    path = _data_file("dev.tsv")
+    inputs["dev"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order))
+  if FLAGS.do_predict:
+    path = _data_file("test.tsv")
+    inputs["test"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order,
+                                                          need_target=False))
+  if FLAGS.do_rank:
+    path = cli.require_file(FLAGS.rank_file, "rank_file")
+    inputs["rank"] = (path, rewrite_data.read_rank_tsv(path))
+  if FLAGS.do_pretrain_rewrite:
+    inputs["corpus"] = (rewrite_data.expand_corpus_files(FLAGS.corpus_file), None)
+  return inputs
+
+
+def evaluate(pipeline, checkpoint, path, rows):
   """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
-  path = _data_file("dev.tsv")
-  rows = rewrite_data.read_rewrite_tsv(path, FLAGS.column_order)
   record_file = pipeline.records("dev", path, rows)
   rewrites = pipeline.decode(record_file, checkpoint, FLAGS.eval_batch_size)
   _check_count(rewrites, rows, path)
@@ -196,20 +221,16 @@ def evaluate(pipeline, checkpoint):
   return results
 
 
-def predict(pipeline, checkpoint):
+def predict(pipeline, checkpoint, path, rows):
   """Decodes test.tsv into predict.txt, one line per row."""
-  path = _data_file("test.tsv")
-  rows = rewrite_data.read_rewrite_tsv(path, FLAGS.column_order, need_target=False)
   record_file = pipeline.records("test", path, rows, with_targets=False)
   rewrites = pipeline.decode(record_file, checkpoint, FLAGS.predict_batch_size)
   _check_count(rewrites, rows, path)
   _write_lines(os.path.join(FLAGS.output_dir, "predict.txt"), rewrites)
 
 
-def rank(pipeline, checkpoint):
+def rank(pipeline, checkpoint, path, rows):
   """Scores every candidate of --rank_file and writes rank.txt, candidates best first."""
-  path = cli.require_file(FLAGS.rank_file, "rank_file")
-  rows = rewrite_data.read_rank_tsv(path)
   pairs = [rewrite_data.RewriteRow(row.line_number, row.source, candidate)
            for row in rows for candidate in row.target]
   record_file = pipeline.records("rank", path, pairs)
@@ -225,9 +246,8 @@ def rank(pipeline, checkpoint):
   _write_lines(os.path.join(FLAGS.output_dir, "rank.txt"), lines)
 
 
-def pretrain_rewrite(pipeline):
-  """Rewrite pretraining on --corpus_file, then exports the model variables."""
-  files = rewrite_data.expand_corpus_files(FLAGS.corpus_file)
+def pretrain_rewrite(pipeline, files):
+  """Rewrite pretraining on the --corpus_file files, then exports the model variables."""
   tasks = [t.strip() for t in FLAGS.pretrain_tasks]
   unknown = sorted(set(tasks) - set(rewrite_data.PRETRAIN_TASKS))
   if unknown or not tasks:
@@ -269,26 +289,26 @@ def main(_):
   cli.require_positive(FLAGS.beam_size, "beam_size")
   common_flags.require_output_dir()
   pipeline = Pipeline()
+  # Every input is read before training: a bad dev, test or rank row, or a run that does not
+  # match the model already in --output_dir, stops the run in seconds.
+  inputs = read_inputs()
+  common_flags.check_run_info(common_flags.run_identity(pipeline.bert_config,
+                                                        pipeline.tokenizer_digest),
+                              will_train=FLAGS.do_train or FLAGS.do_pretrain_rewrite)
 
   if FLAGS.do_pretrain_rewrite:
-    pretrain_rewrite(pipeline)
+    pretrain_rewrite(pipeline, inputs["corpus"][0])
 
   if FLAGS.do_train:
-    path = _data_file("train.tsv")
-    rows = rewrite_data.read_rewrite_tsv(path, FLAGS.column_order)
-    if FLAGS.do_eval:  # Malformed dev rows should fail now, not after hours of training.
-      rewrite_data.read_rewrite_tsv(_data_file("dev.tsv"), FLAGS.column_order)
+    path, rows = inputs["train"]
     pipeline.train(pipeline.records("train", path, rows), len(rows))
 
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.do_rank:
     checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
     logging.info("Decoding with %s", checkpoint)
-    if FLAGS.do_eval:
-      evaluate(pipeline, checkpoint)
-    if FLAGS.do_predict:
-      predict(pipeline, checkpoint)
-    if FLAGS.do_rank:
-      rank(pipeline, checkpoint)
+    for name, mode in (("dev", evaluate), ("test", predict), ("rank", rank)):
+      if name in inputs:
+        mode(pipeline, checkpoint, *inputs[name])
 
   if FLAGS.do_export:
     saved_model_export.export_rewriter()

@@ -156,6 +156,20 @@ def load_vocab(vocab_file):
   return vocab
 
 
+def require_tokens(vocab, tokens, source, why):
+  """Raises InputError unless every token of `tokens` is in `vocab`.
+
+  Args:
+    vocab: dict token -> id.
+    tokens: the special tokens needed, e.g. ("[CLS]", "[SEP]").
+    source: names the vocabulary in the message, e.g. "--vocab_file=vocab.txt".
+    why: what needs them, or how to fix it (ends the message).
+  """
+  missing = [t for t in tokens if t not in vocab]
+  if missing:
+    raise InputError("%s: missing special token(s) %s; %s" % (source, ", ".join(missing), why))
+
+
 def convert_by_vocab(vocab, items):
   """Maps each item (token or id) through `vocab`.
 
@@ -250,12 +264,9 @@ class FullTokenizer(object):
       self.vocab = collections.OrderedDict(
           (self.sp_model.id_to_piece(i), i)
           for i in range(self.sp_model.get_piece_size()))
-      missing = [s for s in _SPM_REQUIRED_SYMBOLS if s not in self.vocab]
-      if missing:
-        raise InputError(
-            "sentencepiece model %s: missing special token(s) %s; train it "
-            "with user_defined_symbols=[CLS],[SEP],[MASK]" %
-            (spm_model_file, ", ".join(missing)))
+      require_tokens(self.vocab, _SPM_REQUIRED_SYMBOLS,
+                     "sentencepiece model %s" % spm_model_file,
+                     "train it with user_defined_symbols=[CLS],[SEP],[MASK]")
     else:
       self.vocab = load_vocab(vocab_file)
       if "[UNK]" not in self.vocab:

@@ -10,7 +10,12 @@ processes there are: `global_batch` gives a tower the normaliser of a token-aver
 Checkpoints. `tf.train.Saver` writes the data and index files of a checkpoint first and only then
 rewrites the `checkpoint` state file, itself through a temporary file and a rename. A run killed
 mid-save therefore leaves the previous checkpoint as the latest one, and a re-run restores it and
-continues from its global_step. A run stopped with Ctrl-C or SIGTERM saves before exiting. Only
+continues from its global_step. Restoring takes the newest *intact* checkpoint
+(`latest_checkpoint`): one whose files are missing, truncated, fail their checksums or hold
+non-finite values is skipped with a warning naming it. A save happens only when every saved
+variable is finite; a non-finite loss stops the run (InputError) and leaves the last finite
+checkpoint as the latest, so a rerun with a lower learning rate resumes from good weights. A run
+stopped with Ctrl-C or SIGTERM (cli.Interrupted) saves the step it reached before exiting. Only
 stock-named variables are saved (float32, also under --use_fp16/--use_bf16); allreduce replica
 copies, gradient accumulators and the loss scale are not (see tower_utils and optimization).
 
@@ -25,8 +30,10 @@ share of step time spent waiting in each logging interval.
 
 import collections
 import contextlib
+import glob
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -35,6 +42,8 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+import atomic_files
+import cli
 from cli import InputError
 import input_pipeline
 import modeling
@@ -234,12 +243,115 @@ def restore_from_init_checkpoint(init_checkpoint, savable_variables):
     logging.info("  not in init_checkpoint (trained from scratch): %s", name)
 
 
-def _latest_step(output_dir):
-  """global_step of the latest checkpoint in output_dir, or 0."""
-  latest = tf.train.latest_checkpoint(output_dir)
-  if not latest:
-    return 0
-  return int(tf.train.load_variable(latest, "global_step"))
+CHECKPOINT_NAME = "model.ckpt"
+
+
+def latest_checkpoint(output_dir):
+  """The newest intact checkpoint of output_dir (model.ckpt-<step>), or None.
+
+  Checkpoints are tried newest first, by step. One that cannot be read back whole (a missing or
+  truncated file, a checksum error, a non-finite value) is skipped with a warning naming it, so
+  a run resumes from, and evaluates, the newest good one.
+  """
+  if not output_dir or not tf.io.gfile.isdir(output_dir):
+    return None
+  for prefix in _checkpoints_newest_first(output_dir):
+    problem = _checkpoint_problem(prefix)
+    if problem is None:
+      return prefix
+    logging.warning("Checkpoint %s is broken (%s); falling back to the previous one", prefix,
+                    problem)
+  return None
+
+
+def has_checkpoint(output_dir):
+  """Whether output_dir holds any checkpoint file of a run (intact or not)."""
+  return bool(output_dir) and bool(_checkpoints_newest_first(output_dir))
+
+
+def _checkpoints_newest_first(output_dir):
+  """Prefixes of output_dir/model.ckpt-<step> (any file of theirs present), highest step first."""
+  steps = set()
+  pattern = re.compile(re.escape(CHECKPOINT_NAME) + r"-(\d+)\.(index|data-\d+-of-\d+|meta)$")
+  for name in tf.io.gfile.listdir(output_dir):
+    match = pattern.match(name)
+    if match:
+      steps.add(int(match.group(1)))
+  return [os.path.join(output_dir, "%s-%d" % (CHECKPOINT_NAME, step))
+          for step in sorted(steps, reverse=True)]
+
+
+_INTACT = {}  # prefix -> (size and mtime of its files, problem or None): each is read once.
+
+
+def _checkpoint_problem(prefix):
+  """Why the checkpoint at `prefix` cannot be used (a short string), or None when it is intact."""
+  files = sorted(tf.io.gfile.glob(prefix + ".*"))
+  stamp = tuple((f, os.path.getsize(f), os.path.getmtime(f)) for f in files
+                if os.path.exists(f))
+  if _INTACT.get(prefix, (None,))[0] != stamp:
+    _INTACT[prefix] = (stamp, _read_back(prefix))
+  return _INTACT[prefix][1]
+
+
+def _read_back(prefix):
+  """Reads every tensor of a checkpoint (TensorFlow checks each one's CRC); returns a problem."""
+  if not tf.io.gfile.exists(prefix + ".index"):
+    return "no .index file"
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for name, dtype in reader.get_variable_to_dtype_map().items():
+      value = reader.get_tensor(name)
+      if dtype.is_floating and not np.all(np.isfinite(value)):
+        return "non-finite values in %s" % name
+  except Exception as e:  # pylint: disable=broad-except  (OpError, IndexError, ... by damage)
+    return "%s: %s" % (type(e).__name__, cli.first_line(str(e), 200))
+  return None
+
+
+def check_checkpoint_fits(checkpoint, bert_config, what):
+  """Raises InputError when `checkpoint`'s BERT variables do not have the shapes of bert_config.
+
+  Args:
+    checkpoint: checkpoint prefix (an --init_checkpoint, or the latest of --output_dir).
+    bert_config: BertConfig of this run.
+    what: names the checkpoint in the message, e.g. "--init_checkpoint=...".
+  """
+  try:
+    saved = dict(tf.train.list_variables(checkpoint))
+  except (tf.errors.OpError, ValueError) as e:
+    raise InputError("%s: cannot read the checkpoint (%s)" % (what, cli.first_line(str(e))))
+  for name, shape in modeling.stock_variable_shapes(bert_config):
+    if name in saved and list(saved[name]) != list(shape):
+      raise InputError("%s: variable %s has shape %s there but %s under %s; does "
+                       "--bert_config_file belong to this checkpoint?" %
+                       (what, name, list(saved[name]), list(shape), _config_names(bert_config)))
+  layers = {int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, saved)
+            if m}
+  if layers and max(layers) + 1 != bert_config.num_hidden_layers:
+    raise InputError("%s has %d encoder layers but num_hidden_layers=%d in --bert_config_file; "
+                     "does the config belong to this checkpoint?" %
+                     (what, max(layers) + 1, bert_config.num_hidden_layers))
+
+
+def _config_names(bert_config):
+  return "vocab_size=%d, hidden_size=%d, intermediate_size=%d, max_position_embeddings=%d" % (
+      bert_config.vocab_size, bert_config.hidden_size, bert_config.intermediate_size,
+      bert_config.max_position_embeddings)
+
+
+def _remove_partial_checkpoints(output_dir):
+  """Removes what an interrupted or failed save left: TF's *tempstate*, _temp and .tmp files."""
+  leftovers = []
+  for pattern in ("*tempstate*", CHECKPOINT_NAME + "-*_temp*", CHECKPOINT_NAME + "-*.tmp*",
+                  "checkpoint.tmp*"):
+    leftovers += tf.io.gfile.glob(os.path.join(output_dir, pattern))
+  for path in leftovers:
+    logging.info("Removing %s (left by an unfinished checkpoint save)", path)
+    if os.path.isdir(path):
+      shutil.rmtree(path, ignore_errors=True)
+    else:
+      atomic_files.remove_quietly(path)
 
 
 class _StepLogger(object):
@@ -299,27 +411,6 @@ def _format_seconds(seconds):
   return "%d:%02d:%02d" % (seconds // 3600, (seconds % 3600) // 60, seconds % 60)
 
 
-class _TerminationGuard(object):
-  """Turns SIGTERM into KeyboardInterrupt so the loop saves a checkpoint before exiting."""
-
-  def __enter__(self):
-    self._previous = signal.getsignal(signal.SIGTERM)
-    try:
-      signal.signal(signal.SIGTERM, self._handler)
-    except ValueError:  # Not the main thread (e.g. some test runners): nothing to install.
-      self._previous = None
-    return self
-
-  def _handler(self, signum, frame):
-    del signum, frame
-    raise KeyboardInterrupt("SIGTERM")
-
-  def __exit__(self, *exc):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
-    return False
-
-
 def train(tower_fn, input_fn, spec):
   """Trains until global_step reaches spec.num_train_steps, in this process and its peers.
 
@@ -343,8 +434,10 @@ def train(tower_fn, input_fn, spec):
   """
   tf.io.gfile.makedirs(spec.output_dir)
   check_init_checkpoint(spec.init_checkpoint)
+  _remove_partial_checkpoints(spec.output_dir)
+  resume_from = latest_checkpoint(spec.output_dir)
   start_step = tower_utils.join_processes(spec.parallel, _must_agree(spec),
-                                          {"start_step": _latest_step(spec.output_dir)})
+                                          {"start_step": checkpoint_step(resume_from)})
   start_step = start_step["start_step"]
   if start_step >= spec.num_train_steps:
     logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
@@ -380,13 +473,14 @@ def train(tower_fn, input_fn, spec):
                            max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
     init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
     consistency = train_graph.strategy.consistency_check()
+    finite = _all_finite(train_graph.strategy.savable_variables())
     graph.finalize()
 
     writer = tf.summary.FileWriter(spec.output_dir, graph) if chief else None
-    checkpoints = _Checkpoints(saver if chief else None, spec.output_dir)
+    checkpoints = _Checkpoints(saver if chief else None, spec.output_dir, finite, resume_from)
     with tower_utils.new_session(parallel, spec.use_xla) as sess:
       sess.run(init_op)
-      checkpoints.restore_latest(sess)
+      checkpoints.restore(sess)
       with _peer_faults(parallel):
         sess.run(train_graph.sync_op)
         _check_consistent(sess, consistency, parallel, "start")
@@ -434,24 +528,78 @@ def _check_consistent(sess, consistency, parallel, when):
                parallel.cluster.num_workers, when, low)
 
 
-class _Checkpoints(object):
-  """Restores and saves the run's checkpoints; does nothing in a process that is not the chief."""
+def _all_finite(variables):
+  """A bool Tensor: whether every value of the floating-point `variables` is finite."""
+  checks = [tf.reduce_all(tf.math.is_finite(v)) for v in variables
+            if v.dtype.base_dtype.is_floating]
+  return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
 
-  def __init__(self, saver, output_dir):
+
+def checkpoint_step(checkpoint):
+  """global_step stored in `checkpoint` (0 for None or a checkpoint without one)."""
+  if not checkpoint:
+    return 0
+  try:
+    return int(tf.train.load_variable(checkpoint, "global_step"))
+  except (tf.errors.NotFoundError, ValueError):
+    return 0
+
+
+class _Checkpoints(object):
+  """Restores and saves the run's checkpoints; does nothing in a process that is not the chief.
+
+  `latest` is the newest finite checkpoint of the run (None before the first): what a rerun
+  resumes from.
+  """
+
+  def __init__(self, saver, output_dir, finite, resume_from):
     self._saver = saver
     self._output_dir = output_dir
-    self._prefix = os.path.join(output_dir, "model.ckpt")
+    self._prefix = os.path.join(output_dir, CHECKPOINT_NAME)
+    self._finite = finite
+    self.latest = resume_from if saver else None
 
-  def restore_latest(self, sess):
-    latest = tf.train.latest_checkpoint(self._output_dir) if self._saver else None
-    if latest:
-      logging.info("Resuming from %s", latest)
-      self._saver.restore(sess, latest)
+  def restore(self, sess):
+    if self.latest:
+      logging.info("Resuming from %s", self.latest)
+      self._saver.restore(sess, self.latest)
+      state = _state_file_latest(self._output_dir)
+      if not state or os.path.normpath(state) != os.path.normpath(self.latest):
+        # Fell back past a broken checkpoint: stock tools reading the state file agree now.
+        tf.train.update_checkpoint_state(self._output_dir, os.path.basename(self.latest))
 
   def save(self, sess, step):
-    if self._saver:
-      self._saver.save(sess, self._prefix, global_step=step)
-      logging.info("Saved %s-%d", self._prefix, step)
+    """Saves the weights at `step` if they are finite; returns whether it saved (or is no chief)."""
+    if not self._saver:
+      return True
+    if not sess.run(self._finite):
+      return False
+    try:
+      saved = self._saver.save(sess, self._prefix, global_step=step)
+    except BaseException as e:
+      _remove_partial_checkpoints(self._output_dir)
+      fault = cli.machine_fault(e) if isinstance(e, (OSError, tf.errors.OpError)) else None
+      if fault:
+        raise InputError("saving %s-%d: %s; %s" % (self._prefix, step, fault, self.where()))
+      raise
+    self.latest = saved
+    logging.info("Saved %s", self.latest)
+    return True
+
+  def where(self):
+    """Names the latest checkpoint and its step, for messages."""
+    if not self.latest:
+      return "no checkpoint was saved"
+    return "the latest checkpoint is %s (step %d)" % (self.latest,
+                                                       checkpoint_step(self.latest))
+
+
+def _state_file_latest(output_dir):
+  """What output_dir's `checkpoint` state file names as latest (None if it cannot be read)."""
+  try:
+    return tf.train.latest_checkpoint(output_dir)
+  except Exception:  # pylint: disable=broad-except  (a damaged file: OpError, ParseError, ...)
+    return None
 
 
 @contextlib.contextmanager
@@ -491,56 +639,77 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer):
   logger = _StepLogger(writer, global_batch_size(spec), spec.num_train_steps, step)
   loss_value = float("nan")
   skips = 0
-  with _TerminationGuard():
-    try:
-      while step < spec.num_train_steps:
-        log_now = (step + 1) % spec.log_every_n_steps == 0 or step + 1 == spec.num_train_steps
-        fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate}
-        if log_now:
-          fetches["summary"] = summary_op
-        if train_graph.loss_scale is not None:
-          fetches["loss_scale"] = train_graph.loss_scale
-        results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps, fetches)
-        if int(results["step"]) == step:
-          skips = _log_skipped_step(step, results["loss_scale"], skips + 1)
-          logger.add_input_wait(waited)
-          continue
-        step, loss_value, skips = int(results["step"]), loss, 0
-        if not np.isfinite(loss_value):
-          raise RuntimeError("loss became %s at step %d; lower --learning_rate" %
-                             (loss_value, step))
-        logger.add_loss(loss_value, waited)
-        if log_now:
-          logger.log(step, results["lr"], results["summary"])
-        if step % spec.save_checkpoints_steps == 0 and step < spec.num_train_steps:
-          checkpoints.save(sess, step)
-    except KeyboardInterrupt:
-      logging.warning("Interrupted at step %d: saving a checkpoint before exiting", step)
-      checkpoints.save(sess, step)
-      raise
-  checkpoints.save(sess, step)
+  try:
+    while step < spec.num_train_steps:
+      log_now = (step + 1) % spec.log_every_n_steps == 0 or step + 1 == spec.num_train_steps
+      fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate}
+      if log_now:
+        fetches["summary"] = summary_op
+      if train_graph.loss_scale is not None:
+        fetches["loss_scale"] = train_graph.loss_scale
+      results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps, fetches)
+      if int(results["step"]) == step:
+        skips = _log_skipped_step(step, results["loss_scale"], skips + 1, checkpoints)
+        logger.add_input_wait(waited)
+        continue
+      step, loss_value, skips = int(results["step"]), loss, 0
+      if not np.isfinite(loss_value):
+        raise _diverged("the loss became %s at step %d" % (loss_value, step), checkpoints)
+      logger.add_loss(loss_value, waited)
+      if log_now:
+        logger.log(step, results["lr"], results["summary"])
+      if step % spec.save_checkpoints_steps == 0 and step < spec.num_train_steps:
+        _save_finite(sess, step, checkpoints)
+  except KeyboardInterrupt as e:
+    raise _interrupted(e, sess, train_graph, checkpoints)
+  _save_finite(sess, step, checkpoints)
   return {"global_step": step, "loss": float(loss_value)}
 
 
-def _log_skipped_step(step, loss_scale, skips):
+def _save_finite(sess, step, checkpoints):
+  """Saves at `step`; a non-finite weight stops the run instead (InputError)."""
+  if not checkpoints.save(sess, step):
+    raise _diverged("the weights became non-finite by step %d" % step, checkpoints)
+
+
+def _diverged(what, checkpoints):
+  """The InputError of a run whose loss or weights stopped being finite."""
+  return InputError("%s: training diverged and stopped without saving the broken weights; %s. "
+                    "Rerun with a lower --learning_rate (it resumes from that checkpoint)" %
+                    (what, checkpoints.where()))
+
+
+def _interrupted(exc, sess, train_graph, checkpoints):
+  """Saves the step the run reached (if its weights are finite); returns a cli.Interrupted."""
+  # The signal may have come after an update ran and before the loop saw its step: ask the
+  # session, so the checkpoint's name is its global_step.
+  step = int(sess.run(train_graph.global_step))
+  logging.warning("Interrupted at step %d: saving a checkpoint before exiting", step)
+  saved = checkpoints.save(sess, step)
+  detail = "stopped at step %d; %s%s; rerun the same command to resume" % (
+      step, "" if saved else "the weights were not finite, so they were not saved; ",
+      checkpoints.where())
+  return cli.Interrupted(getattr(exc, "signum", signal.SIGINT), detail)
+
+
+def _log_skipped_step(step, loss_scale, skips, checkpoints):
   """Logs an update skipped by loss scaling; returns the count of consecutive skips.
 
   Raises:
-    RuntimeError: after _MAX_CONSECUTIVE_SKIPS skips in a row (the loss itself is diverging).
+    InputError: after _MAX_CONSECUTIVE_SKIPS skips in a row (the loss itself is diverging).
   """
   logging.warning("update %d skipped: non-finite gradients at loss scale %g (float16 dynamic "
                   "loss scaling); global_step stays %d, the scale halves", step + 1, loss_scale,
                   step)
   if skips >= _MAX_CONSECUTIVE_SKIPS:
-    raise RuntimeError("%d updates in a row had non-finite gradients at step %d (loss scale "
-                       "%g); lower --learning_rate or train without --use_fp16" %
-                       (skips, step, loss_scale))
+    raise _diverged("%d updates in a row had non-finite gradients at step %d (loss scale %g; "
+                    "or train without --use_fp16)" % (skips, step, loss_scale), checkpoints)
   return skips
 
 
 def find_checkpoint(output_dir, init_checkpoint):
   """The checkpoint to evaluate or predict with: the latest in output_dir, else init_checkpoint."""
-  latest = tf.train.latest_checkpoint(output_dir) if output_dir else None
+  latest = latest_checkpoint(output_dir)
   if latest:
     return latest
   if init_checkpoint:
@@ -638,7 +807,7 @@ def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
   Returns:
     the exported checkpoint prefix.
   """
-  checkpoint = tf.train.latest_checkpoint(output_dir)
+  checkpoint = latest_checkpoint(output_dir)
   export_dir = os.path.join(output_dir, EXPORT_DIR)
   tf.io.gfile.makedirs(export_dir)
   prefix = _write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"))

@@ -1,0 +1,95 @@
+"""What produced a run directory: output_dir/run_info.json, checked before a run reuses it.
+
+The chief of a training run writes run_info.json once its inputs are checked and before any
+expensive work: the script, the model config, the vocabulary (digest and casing) and, for the
+classifier, the task and label list, with a format version. A later run in the same --output_dir
+that holds a checkpoint (to resume, evaluate or predict) must have the same ones; a difference
+is a one-line error naming it, instead of a model silently fed other ids or labels.
+"""
+
+import json
+import os
+
+import atomic_files
+from cli import InputError
+
+FILE_NAME = "run_info.json"
+FORMAT_VERSION = 1
+# Each key's name in messages, and what to rerun with to match it.
+_KEY_NAMES = {
+    "format_version": ("run_info format", "version of bert-mgpu"),
+    "script": ("script", "script"),
+    "bert_config": ("model config", "--bert_config_file"),
+    "vocab": ("vocabulary", "--vocab_file/--spm_model_file and --do_lower_case"),
+    "task": ("task", "--task_name"),
+    "labels": ("label set", "labels in train.tsv"),
+}
+# Recorded for the reader, not compared: the same vocabulary may move to another path.
+_NOT_COMPARED = ("vocab_file",)
+
+
+def read(output_dir):
+  """The run_info dict of output_dir, or None when it has none."""
+  path = os.path.join(output_dir, FILE_NAME)
+  if not os.path.isfile(path):
+    return None
+  try:
+    with open(path, "r", encoding="utf-8") as f:
+      info = json.load(f)
+  except ValueError as e:
+    raise InputError("%s: not valid JSON (%s); delete it to adopt the run as it is now" %
+                     (path, e))
+  if not isinstance(info, dict):
+    raise InputError("%s: expected a JSON object; delete it to adopt the run as it is now" %
+                     path)
+  return info
+
+
+def check(output_dir, info, has_model):
+  """Raises InputError when output_dir's model was produced by other inputs than `info`.
+
+  Args:
+    output_dir: the run directory.
+    info: dict of this run's identity (see the module docstring); None values are unknown and
+      not compared.
+    has_model: whether output_dir holds a checkpoint; without one nothing is compared (a failed
+      first run may be rerun with other inputs).
+  """
+  if not has_model:
+    return
+  recorded = read(output_dir)
+  if recorded is None:
+    return
+  info = dict(info, format_version=FORMAT_VERSION)
+  for key in sorted(info):
+    old, new = recorded.get(key), info[key]
+    if key in _NOT_COMPARED or old is None or new is None or old == new:
+      continue
+    noun, fix = _KEY_NAMES.get(key, (key, key))
+    was, now = _describe(old, new)
+    if key == "vocab" and recorded.get("vocab_file"):
+      was += " from %s" % recorded["vocab_file"]
+    raise InputError("--output_dir=%s holds a model made with a different %s: %s there (%s), %s "
+                     "in this run. Rerun with the original %s, or use a new --output_dir" %
+                     (output_dir, noun, was, FILE_NAME, now, fix))
+
+
+def _describe(old, new):
+  """Short descriptions of two differing values (of dicts, only the differing keys)."""
+  if isinstance(old, dict) and isinstance(new, dict):
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return (", ".join("%s=%s" % (k, json.dumps(old.get(k))) for k in keys),
+            ", ".join("%s=%s" % (k, json.dumps(new.get(k))) for k in keys))
+  return json.dumps(old, ensure_ascii=False), json.dumps(new, ensure_ascii=False)
+
+
+def write(output_dir, info):
+  """Writes run_info.json (atomically) with `info` and the format version."""
+  info = dict(info, format_version=FORMAT_VERSION)
+  text = json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+  def _write(path):
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(text)
+
+  atomic_files.write_atomically(os.path.join(output_dir, FILE_NAME), _write)

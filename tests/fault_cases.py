@@ -1,0 +1,969 @@
+"""Bad inputs and faults run through the real scripts, for tests/test_faults.py and the table of
+scripts/fault_table.sh.
+
+A `World` builds tiny shared fixtures once: a vocabulary, a model config, data for every script,
+and a trained output_dir per run script (the "good state" that faults must not damage). Each
+`Case` runs one script in a subprocess, in a directory of its own (copying a trained output_dir
+when it needs one), optionally with a trigger that acts when the run reaches a stage (send a
+signal, kill -9, fill the disk), and then checks what is left. `run_case` classifies the outcome:
+
+  clear error  exit 2 (or 130/143 for an interrupt) and a single last line `error: ...` naming
+               what the case expects, no traceback
+  handled      the run succeeds (or a rerun after the fault succeeds), as the case expects
+  traceback    a Python traceback reached the user
+  hang         no exit within the case's time limit (the process is then killed)
+  silent       success, or a wrong result, where an error was due
+  damaged      the previous good state of output_dir is broken or blocked afterwards
+  unclear      any other exit (several error lines, a wrong exit code, a wrong message)
+  skipped      the case needs root (mounts) and this is not root
+"""
+
+import collections
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PYTHON = sys.executable
+
+CHARS = list("甲乙丙丁戊己庚辛壬癸子丑")
+POS, NEG = list("好赞优美"), list("差坏烂丑")
+WORDS = list("酒店服务房间")
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+VOCAB = SPECIAL + sorted(set(CHARS + POS + NEG + WORDS))
+CONFIG = {"vocab_size": len(VOCAB), "hidden_size": 16, "num_hidden_layers": 1,
+          "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
+          "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+          "max_position_embeddings": 32, "type_vocab_size": 2, "initializer_range": 0.02}
+CLF_STEPS = 8  # 32 rows / batch 4, one epoch; checkpoints at 2, 4, 6 and 8.
+RW_STEPS = 4
+PT_STEPS = 4
+
+
+def _env():
+  env = dict(os.environ)
+  env.update({"CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
+              "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONPATH": REPO_ROOT})
+  env.pop("BERT_MGPU_TRACEBACK", None)
+  return env
+
+
+def command(script, *args):
+  return [PYTHON, os.path.join(REPO_ROOT, script)] + [str(a) for a in args]
+
+
+def run(script, *args, timeout=300):
+  """Runs a script to the end; CompletedProcess."""
+  return subprocess.run(command(script, *args), cwd=REPO_ROOT, env=_env(), capture_output=True,
+                        text=True, timeout=timeout)
+
+
+def _write(path, text):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
+  return path
+
+
+def clf_rows(n, offset=0):
+  """`text<TAB>label` rows of a two-label task."""
+  rows = []
+  for i in range(n):
+    good = (i + offset) % 2 == 0
+    words = POS if good else NEG
+    rows.append("%s%s%s%s\t%s\n" % (WORDS[i % 6], words[i % 4], WORDS[(i + 1) % 6],
+                                    words[(i + 1) % 4], "pos" if good else "neg"))
+  return "".join(rows)
+
+
+def rewrite(source):
+  mapping = {c: CHARS[(i * 5 + 3) % len(CHARS)] for i, c in enumerate(CHARS)}
+  return "".join(mapping[c] for c in reversed(source))
+
+
+def rw_rows(n, with_target=True, offset=0):
+  rows = []
+  for i in range(n):
+    s = "".join(CHARS[(i * 7 + k + offset) % len(CHARS)] for k in range(2 + i % 4))
+    rows.append(s + ("\t" + rewrite(s) if with_target else "") + "\n")
+  return "".join(rows)
+
+
+class World(object):
+  """The shared fixtures: files under `root` and three trained output_dirs."""
+
+  def __init__(self, root):
+    self.root = root
+    self.mounts = []
+    self.vocab = _write(os.path.join(root, "vocab.txt"), "\n".join(VOCAB) + "\n")
+    self.config = _write(os.path.join(root, "bert_config.json"), json.dumps(CONFIG))
+    self.clf_data = os.path.join(root, "clf_data")
+    _write(os.path.join(self.clf_data, "train.tsv"), clf_rows(32))
+    _write(os.path.join(self.clf_data, "dev.tsv"), clf_rows(8, 1))
+    _write(os.path.join(self.clf_data, "test.tsv"), "qid\ttext_a\n" + "".join(
+        "%d\t%s\n" % (i, row.split("\t")[0]) for i, row in enumerate(clf_rows(5).splitlines())))
+    self.rw_data = os.path.join(root, "rw_data")
+    _write(os.path.join(self.rw_data, "train.tsv"), rw_rows(32))
+    _write(os.path.join(self.rw_data, "dev.tsv"), rw_rows(6, offset=1))
+    _write(os.path.join(self.rw_data, "test.tsv"), rw_rows(5, with_target=False, offset=2))
+    self.corpus = _write(os.path.join(root, "corpus.txt"), "".join(
+        "".join(CHARS[(d + k) % 12] for k in range(6 + d % 5)) + "。\n" +
+        ("\n" if d % 3 == 2 else "") for d in range(60)))
+    self.records = os.path.join(root, "pt.tfrecord")
+    self.clf_out = os.path.join(root, "clf_out")
+    self.rw_out = os.path.join(root, "rw_out")
+    self.pt_out = os.path.join(root, "pt_out")
+
+  def build(self, parallel=2):
+    """Makes the records, then trains the three good output_dirs (`parallel` at a time)."""
+    done = run("create_pretraining_data.py", *self.cpd_args(self.corpus, self.records))
+    _check_ok(done, "create_pretraining_data.py")
+    jobs = [("run_classifier_mgpu.py", self.clf_args(self.clf_out, "--do_train", "--do_eval",
+                                                     "--do_predict")),
+            ("run_rewrite_finetune.py", self.rw_args(self.rw_out, "--do_train",
+                                                     "--num_train_steps=%d" % RW_STEPS)),
+            ("run_pretraining_mgpu.py", self.pt_args(self.pt_out, "--do_train", "--do_eval"))]
+    for start in range(0, len(jobs), parallel):
+      procs = [subprocess.Popen(command(script, *args), cwd=REPO_ROOT, env=_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for script, args in jobs[start:start + parallel]]
+      for (script, _), proc in zip(jobs[start:start + parallel], procs):
+        _, err = proc.communicate(timeout=300)
+        _check_ok(subprocess.CompletedProcess(proc.args, proc.returncode, "", err), script)
+    return self
+
+  def clf_args(self, out, *extra, data=None, vocab=None, config=None):
+    return ["--task_name=tsv", "--data_dir=%s" % (data or self.clf_data),
+            "--vocab_file=%s" % (vocab or self.vocab),
+            "--bert_config_file=%s" % (config or self.config), "--output_dir=%s" % out,
+            "--max_seq_length=16", "--train_batch_size=4", "--eval_batch_size=4",
+            "--predict_batch_size=4", "--learning_rate=1e-3", "--num_train_epochs=1",
+            "--save_checkpoints_steps=2", "--keep_checkpoint_max=10",
+            "--log_every_n_steps=1"] + list(extra)
+
+  def rw_args(self, out, *extra, data=None, vocab=None):
+    return ["--data_dir=%s" % (data or self.rw_data), "--vocab_file=%s" % (vocab or self.vocab),
+            "--bert_config_file=%s" % self.config, "--output_dir=%s" % out,
+            "--max_seq_length=16", "--max_target_length=6", "--train_batch_size=4",
+            "--eval_batch_size=4", "--predict_batch_size=4", "--learning_rate=1e-3",
+            "--beam_size=2", "--save_checkpoints_steps=2", "--log_every_n_steps=1"] + list(extra)
+
+  def pt_args(self, out, *extra, records=None):
+    return ["--input_file=%s" % (records or self.records), "--output_dir=%s" % out,
+            "--bert_config_file=%s" % self.config, "--vocab_file=%s" % self.vocab,
+            "--train_batch_size=4", "--eval_batch_size=4", "--learning_rate=1e-3",
+            "--num_train_steps=%d" % PT_STEPS, "--num_warmup_steps=1",
+            "--save_checkpoints_steps=2", "--log_every_n_steps=1",
+            "--max_eval_steps=2"] + list(extra)
+
+  def cpd_args(self, corpus, output, *extra, vocab=None):
+    return ["--input_file=%s" % corpus, "--output_file=%s" % output,
+            "--vocab_file=%s" % (vocab or self.vocab), "--max_seq_length=16",
+            "--max_predictions_per_seq=3", "--dupe_factor=1", "--num_workers=1"] + list(extra)
+
+  def mount_tmpfs(self, path, size_kb, read_only=False):
+    """Mounts a tmpfs of size_kb KB at `path` (root only); unmounted by unmount_all."""
+    os.makedirs(path, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk" % size_kb, "tmpfs", path],
+                   check=True)
+    self.mounts.append(path)
+    if read_only:
+      subprocess.run(["mount", "-o", "remount,ro", path], check=True)
+    return path
+
+  def unmount_all(self):
+    for path in reversed(self.mounts):
+      subprocess.run(["umount", "-l", path], check=False)
+    self.mounts = []
+
+
+def _check_ok(proc, what):
+  if proc.returncode != 0:
+    raise RuntimeError("%s failed while building the fault fixtures:\n%s" %
+                       (what, proc.stderr[-3000:]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases.
+
+Case = collections.namedtuple("Case", [
+    "name",  # short id
+    "script",
+    "args",  # callable(world, case_dir) -> argv after the script
+    "expect",  # "error", "interrupt" or "ok"
+    "fragments",  # strings the error line must contain (expect "error"/"interrupt")
+    "prepare",  # callable(world, case_dir) or None: set up files, mounts
+    "trigger",  # Trigger or None
+    "check",  # callable(world, case_dir, stderr) -> None or (class, why): state afterwards
+    "needs_root",
+    "timeout",
+])
+Trigger = collections.namedtuple("Trigger", [
+    "pattern",  # regex on stderr lines, or "glob:<pattern under case_dir>" for a file appearing
+    "action",  # a signal number, or callable(world, case_dir, pid)
+])
+Result = collections.namedtuple("Result", ["outcome", "returncode", "error_line", "why",
+                                           "seconds", "stderr"])
+
+
+def case(name, script, args, expect="error", fragments=(), prepare=None, trigger=None,
+         check=None, needs_root=False, timeout=120):
+  return Case(name, script, args, expect, tuple(fragments), prepare, trigger, check,
+              needs_root, timeout)
+
+
+def copy_of(attr):
+  """prepare: copies one of the world's trained output_dirs to case_dir/out."""
+
+  def prepare(world, d):
+    shutil.copytree(getattr(world, attr), os.path.join(d, "out"))
+
+  return prepare
+
+
+def data_dir_with(source_attr, **files):
+  """prepare: case_dir/data = a copy of the world's data dir with `files` (name -> text/bytes)."""
+
+  def prepare(world, d):
+    shutil.copytree(getattr(world, source_attr), os.path.join(d, "data"))
+    for name, content in files.items():
+      path = os.path.join(d, "data", name.replace("__", "."))
+      with open(path, "wb") as f:
+        f.write(content if isinstance(content, bytes) else content.encode("utf-8"))
+
+  return prepare
+
+
+def both(*prepares):
+  def prepare(world, d):
+    for p in prepares:
+      p(world, d)
+  return prepare
+
+
+def out(d):
+  return os.path.join(d, "out")
+
+
+def data(d):
+  return os.path.join(d, "data")
+
+
+def snapshot(directory):
+  """{name: bytes} of the regular files of a directory (for 'left intact' checks)."""
+  result = {}
+  for name in sorted(os.listdir(directory)):
+    path = os.path.join(directory, name)
+    if os.path.isfile(path):
+      with open(path, "rb") as f:
+        result[name] = f.read()
+  return result
+
+
+def leftovers(directory):
+  """Temporary files a failed run must not leave behind."""
+  names = []
+  for pattern in ("*.tmp*", "*tempstate*", "*_temp*", ".write-test-*"):
+    names += [os.path.basename(p) for p in glob.glob(os.path.join(directory, pattern))]
+  return sorted(names)
+
+
+def checkpoint_steps(directory):
+  return sorted(int(m.group(1)) for m in (re.match(r"model\.ckpt-(\d+)\.index$", n)
+                                          for n in os.listdir(directory)) if m)
+
+
+def still_predicts(script_args_attr, lines, script="run_classifier_mgpu.py"):
+  """check: the copied output_dir still predicts `lines` rows (its good state is usable)."""
+
+  def check(world, d, stderr):
+    problem = no_leftovers(world, d, stderr)
+    if problem:
+      return problem
+    proc = run(script, *getattr(world, script_args_attr)(out(d), "--do_predict"))
+    if proc.returncode != 0:
+      return "damaged", "the old model no longer predicts: %s" % _last_line(proc.stderr)
+    with open(os.path.join(out(d), "predict.txt"), encoding="utf-8") as f:
+      got = len(f.read().splitlines())
+    if got != lines:
+      return "damaged", "predict.txt has %d lines, expected %d" % (got, lines)
+    return None
+
+  return check
+
+
+def no_leftovers(world, d, stderr):
+  """check: no temporary file is left in case_dir/out (if it exists)."""
+  del world, stderr
+  if os.path.isdir(out(d)) and leftovers(out(d)):
+    return "damaged", "left temporary files %s" % leftovers(out(d))
+  return None
+
+
+def nothing_written(world, d, stderr):
+  """check: a fresh output_dir holds no checkpoint and no feature cache (failed early)."""
+  del world, stderr
+  if not os.path.isdir(out(d)):
+    return None
+  written = [n for n in os.listdir(out(d)) if n.startswith("model.ckpt") or ".tf_record" in n]
+  if written:
+    return "unclear", "failed late: it wrote %s before the error" % written
+  return None
+
+
+def _last_line(text):
+  lines = [l for l in text.strip().splitlines() if l.strip()]
+  return lines[-1] if lines else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a case.
+
+
+def run_case(world, c, case_dir):
+  """Runs Case `c` in case_dir (created); returns a Result."""
+  if c.needs_root and os.geteuid() != 0:
+    return Result("skipped", None, None, "needs root for mounts", 0.0, "")
+  os.makedirs(case_dir, exist_ok=True)
+  if c.prepare:
+    c.prepare(world, case_dir)
+  start = time.time()
+  proc = subprocess.Popen(command(c.script, *c.args(world, case_dir)), cwd=REPO_ROOT,
+                          env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, errors="replace", start_new_session=True)
+  lines = []
+  fired = threading.Event()
+
+  def fire():
+    if fired.is_set():
+      return
+    fired.set()
+    action = c.trigger.action
+    if callable(action):
+      action(world, case_dir, proc.pid)
+    else:
+      os.kill(proc.pid, action)
+
+  def read_stderr():
+    for line in proc.stderr:
+      lines.append(line)
+      if c.trigger and not c.trigger.pattern.startswith("glob:") and re.search(
+          c.trigger.pattern, line):
+        fire()
+
+  reader = threading.Thread(target=read_stderr, daemon=True)
+  reader.start()
+  hung = False
+  while proc.poll() is None:
+    if time.time() - start > c.timeout:
+      hung = True
+      os.killpg(proc.pid, signal.SIGKILL)  # The case's own session: its workers too.
+      break
+    if c.trigger and c.trigger.pattern.startswith("glob:") and glob.glob(
+        os.path.join(case_dir, c.trigger.pattern[5:])):
+      fire()
+    time.sleep(0.002 if c.trigger else 0.05)
+  proc.wait()
+  reader.join(10)
+  stderr = "".join(lines)
+  seconds = time.time() - start
+  outcome, why = _classify(c, proc.returncode, stderr, hung, fired.is_set())
+  error_line = _last_line(stderr) if _last_line(stderr).startswith("error: ") else None
+  if outcome in ("clear error", "handled") and c.check:
+    problem = c.check(world, case_dir, stderr)
+    if problem:
+      outcome, why = problem
+  return Result(outcome, proc.returncode, error_line, why, seconds, stderr)
+
+
+def _classify(c, returncode, stderr, hung, fired):
+  """(outcome, why) from the exit of the case's process."""
+  if hung:
+    return "hang", "no exit within %d s" % c.timeout
+  if "Traceback (most recent call last)" in stderr:
+    return "traceback", _last_line(stderr)
+  if c.trigger and not fired:
+    return "unclear", "the run ended before the trigger %r" % (c.trigger.pattern,)
+  error_lines = [l for l in stderr.splitlines() if l.startswith("error: ")]
+  if c.expect == "ok":
+    if returncode == 0 or (c.trigger and c.trigger.action == signal.SIGKILL and
+                           returncode == -signal.SIGKILL):
+      return "handled", None
+    return "unclear", "exit %s: %s" % (returncode, _last_line(stderr))
+  if returncode == 0:
+    return "silent", "exit 0 where an error was due"
+  want = 2
+  if c.expect == "interrupt":
+    want = 128 + (c.trigger.action if isinstance(c.trigger.action, int) else signal.SIGINT)
+  if returncode != want:
+    return "unclear", "exit %s (expected %d): %s" % (returncode, want, _last_line(stderr))
+  if len(error_lines) != 1 or _last_line(stderr) != error_lines[0]:
+    return "unclear", "%d error lines, last line %r" % (len(error_lines), _last_line(stderr))
+  missing = [f for f in c.fragments if f not in error_lines[0]]
+  if missing:
+    return "unclear", "the error line lacks %s: %s" % (missing, error_lines[0])
+  return "clear error", None
+
+
+def run_cases(world, cases, root, parallel=2, on_result=None):
+  """Runs `cases` (each in root/<name>), `parallel` at a time; returns {name: Result}."""
+  from concurrent import futures  # pylint: disable=g-import-not-at-top
+  results = {}
+  with futures.ThreadPoolExecutor(parallel) as pool:
+    jobs = {pool.submit(run_case, world, c, os.path.join(root, c.name)): c for c in cases}
+    for job in futures.as_completed(jobs):
+      c = jobs[job]
+      results[c.name] = job.result()
+      if on_result:
+        on_result(c, results[c.name])
+  return results
+
+
+# ---------------------------------------------------------------------------------------------
+# The table.
+
+CLF, RW, PT, CPD = ("run_classifier_mgpu.py", "run_rewrite_finetune.py", "run_pretraining_mgpu.py",
+                    "create_pretraining_data.py")
+BIG = 20000  # rows of the data sets that keep a stage busy long enough to be interrupted
+
+
+def _config_file(d, **changes):
+  return _write(os.path.join(d, "config.json"), json.dumps(dict(CONFIG, **changes)))
+
+
+def _raw_config(text):
+  def prepare(world, d):
+    del world
+    _write(os.path.join(d, "config.json"), text)
+  return prepare
+
+
+def _vocab_file(d, replace=None, swap=False, drop=None):
+  vocab = list(VOCAB)
+  if replace:
+    vocab[vocab.index(replace[0])] = replace[1]
+  if swap:
+    vocab[-1], vocab[-2] = vocab[-2], vocab[-1]
+  if drop:
+    vocab.remove(drop)
+  return _write(os.path.join(d, "vocab.txt"), "\n".join(vocab) + "\n")
+
+
+def _clf(*extra, data_dir=None, **kw):
+  """args: the classifier on case_dir/out (data_dir: "case" = case_dir/data)."""
+  def args(world, d):
+    return world.clf_args(out(d), *extra, data=data(d) if data_dir == "case" else data_dir,
+                          **{k: v(d) if callable(v) else v for k, v in kw.items()})
+  return args
+
+
+def _rw(*extra, data_dir=None, **kw):
+  def args(world, d):
+    return world.rw_args(out(d), *extra, data=data(d) if data_dir == "case" else data_dir,
+                         **{k: v(d) if callable(v) else v for k, v in kw.items()})
+  return args
+
+
+def _pt(*extra, records=None):
+  def args(world, d):
+    return world.pt_args(out(d), *extra, records=records(d) if callable(records) else records)
+  return args
+
+
+def _cpd(*extra, corpus=None, output=None, vocab=None):
+  def args(world, d):
+    return world.cpd_args(corpus(d) if corpus else world.corpus,
+                          output(d) if output else os.path.join(d, "out.tfrecord"), *extra,
+                          vocab=vocab(d) if vocab else None)
+  return args
+
+
+def _free_disk(world, d, stderr):
+  """check step: removes the filler of _fill_disk (the user frees space)."""
+  del world, stderr
+  os.remove(os.path.join(out(d), "filler"))
+
+
+def _ctrl_c(world, d, pid):
+  """Trigger action: SIGINT to the whole process group, as a terminal's Ctrl-C sends it."""
+  del world, d
+  os.killpg(os.getpgid(pid), signal.SIGINT)
+
+
+def _fill_disk(world, d, pid):
+  """Trigger action: fills the tmpfs at case_dir/out to the last byte."""
+  del world, pid
+  with open(os.path.join(out(d), "filler"), "wb") as f:
+    try:
+      while True:
+        f.write(b"\0" * (1 << 16))
+        f.flush()
+    except OSError:
+      pass
+
+
+def _resumes(rerun_args, script=CLF, expect_files=(), max_lost=None):
+  """check: after the fault, rerunning resumes from the latest intact checkpoint and succeeds.
+
+  With max_lost, the rerun must resume from the last checkpoint the faulted run saved, and lose
+  at most max_lost steps (the steps it ran past that checkpoint); the figures go into the
+  result's `why`.
+  """
+
+  def check(world, d, stderr):
+    left_before = leftovers(out(d))
+    proc = run(script, *rerun_args(world, d))
+    if proc.returncode != 0:
+      return "damaged", "the rerun failed: %s" % _last_line(proc.stderr)
+    if leftovers(out(d)):
+      return "damaged", "the rerun left %s" % leftovers(out(d))
+    for name in expect_files:
+      if not os.path.exists(os.path.join(out(d), name)):
+        return "damaged", "the rerun did not write %s" % name
+    if max_lost is None:
+      return ("handled", "the rerun removed %s and succeeded" % left_before) if left_before \
+          else None
+    reached = max([int(s) for s in re.findall(r"step (\d+)/", stderr)] or [0])
+    saved = [int(s) for s in re.findall(r"Saved .*model\.ckpt-(\d+)$", stderr, re.M)]
+    resumed = re.findall(r"Resuming from .*model\.ckpt-(\d+)", proc.stderr)
+    resumed = int(resumed[0]) if resumed else 0
+    figures = ("killed after step %d was logged; last completed save step %s; the rerun resumed "
+               "from step %d: %d step(s) lost" % (reached, saved[-1] if saved else "none",
+                                                  resumed, reached - resumed))
+    if resumed != (saved[-1] if saved else 0) or reached - resumed > max_lost:
+      return "damaged", figures
+    return "handled", figures
+
+  return check
+
+
+def _stderr_has(*fragments):
+  def check(world, d, stderr):
+    del world, d
+    missing = [f for f in fragments if not re.search(f, stderr)]
+    return ("silent", "the log lacks %s" % missing) if missing else None
+  return check
+
+
+def _all(*checks):
+  def check(world, d, stderr):
+    for c in checks:
+      problem = c(world, d, stderr)
+      if problem:
+        return problem
+    return None
+  return check
+
+
+def _truncate(name, keep=0.5):
+  def prepare(world, d):
+    path = os.path.join(out(d), name)
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+      f.truncate(int(size * keep))
+  return prepare
+
+
+def _flip_byte(name):
+  def prepare(world, d):
+    path = os.path.join(out(d), name)
+    with open(path, "r+b") as f:
+      f.seek(os.path.getsize(path) // 2)
+      byte = f.read(1)
+      f.seek(-1, 1)
+      f.write(bytes([byte[0] ^ 0xFF]))
+  return prepare
+
+
+def _labels_intact(world, d, stderr):
+  with open(os.path.join(out(d), "labels.txt"), encoding="utf-8") as f:
+    if f.read() != "neg\npos\n":
+      return "damaged", "labels.txt was overwritten"
+  return still_predicts("clf_args", 5)(world, d, stderr)
+
+
+def _two_caches(world, d, stderr):
+  del world, stderr
+  caches = [n for n in os.listdir(out(d)) if n.startswith("train-")]
+  return None if len(caches) == 2 else ("silent", "the column swap reused a cache: %s" % caches)
+
+
+def _first_run(script_args):
+  """prepare: runs a command once before the case (e.g. a good run with other columns)."""
+  def prepare(world, d):
+    _check_ok(run(CLF, *script_args(world, d)), "the case's first run")
+  return prepare
+
+
+def _latest_finite_step(step):
+  def check(world, d, stderr):
+    del world, stderr
+    steps = checkpoint_steps(out(d))
+    return None if steps and steps[-1] == step else ("damaged", "checkpoints now %s" % steps)
+  return check
+
+
+def _interrupt_saved(world, d, stderr):
+  """check: the checkpoint named in the interrupt line exists and is named by its global_step."""
+  del world
+  match = re.search(r"stopped at step (\d+).*latest checkpoint is (\S+) \(step (\d+)\)", stderr)
+  if not match:
+    return "unclear", "the interrupt line names no checkpoint"
+  path, step = match.group(2), int(match.group(3))
+  if int(match.group(1)) != step or not os.path.exists(path + ".index"):
+    return "damaged", "saved %s for step %s" % (path, match.group(1))
+  if not path.endswith("-%d" % step):
+    return "damaged", "checkpoint name %s is not its step %d" % (path, step)
+  return no_leftovers(None, d, stderr)
+
+
+def _no_output(name):
+  def check(world, d, stderr):
+    del world, stderr
+    left = [n for n in os.listdir(d) if n.startswith(name)]
+    return ("damaged", "left %s" % left) if left else None
+  return check
+
+
+def _mount_out(size_kb, read_only=False):
+  def prepare(world, d):
+    world.mount_tmpfs(out(d), size_kb, read_only=read_only)
+  return prepare
+
+
+def all_cases():
+  """Every case of the fault table."""
+  bad_utf8 = clf_rows(6).encode("utf-8") + b"\xe4\xbd\tpos\n" + clf_rows(3).encode("utf-8")
+  long_test = "qid\ttext_a\n0\t" + "好" * 350000 + "\n1\t差\n"
+  big_train = clf_rows(BIG)
+  cases = [
+      # --- classifier: flags
+      case("clf_no_mode", CLF, _clf(), fragments=["--do_train"]),
+      case("clf_no_output_dir", CLF, lambda w, d: [a for a in w.clf_args(out(d), "--do_train")
+                                                  if not a.startswith("--output_dir")],
+           fragments=["--output_dir"]),
+      case("clf_neg_learning_rate", CLF, _clf("--do_train", "--learning_rate=-1e-3"),
+           fragments=["--learning_rate=-0.001", "> 0"], check=nothing_written),
+      case("clf_zero_epochs", CLF, _clf("--do_train", "--num_train_epochs=0"),
+           fragments=["--num_train_epochs"]),
+      case("clf_warmup_above_1", CLF, _clf("--do_train", "--warmup_proportion=1.5"),
+           fragments=["--warmup_proportion"]),
+      case("clf_zero_towers", CLF, _clf("--do_train", "--n_gpus=0"), fragments=["--n_gpus"]),
+      case("clf_zero_batch", CLF, _clf("--do_train", "--train_batch_size=0"),
+           fragments=["--train_batch_size"]),
+      case("clf_seq_above_positions", CLF, _clf("--do_train", "--max_seq_length=64"),
+           fragments=["--max_seq_length=64", "max_position_embeddings"]),
+      case("clf_fp16_and_bf16", CLF, _clf("--do_train", "--use_fp16", "--use_bf16"),
+           fragments=["--use_fp16"]),
+      case("clf_bad_task", CLF, lambda w, d: w.clf_args(out(d), "--do_train") +
+           ["--task_name=nope"], fragments=["--task_name=nope"]),
+      # --- classifier: output_dir and the machine
+      case("clf_output_dir_is_file", CLF, _clf("--do_train"),
+           prepare=lambda w, d: _write(out(d), "x"), fragments=["--output_dir", "is a file"]),
+      case("clf_output_dir_readonly_fs", CLF, _clf("--do_train"),
+           prepare=_mount_out(64, read_only=True), needs_root=True,
+           fragments=["--output_dir", "Read-only file system"]),
+      case("clf_output_dir_readonly_parent", CLF,
+           lambda w, d: w.clf_args(os.path.join(out(d), "sub"), "--do_train"),
+           prepare=_mount_out(64, read_only=True), needs_root=True,
+           fragments=["sub", "Read-only file system"]),
+      case("clf_disk_full_features", CLF, _clf("--do_train", data_dir="case"),
+           prepare=both(data_dir_with("clf_data", train__tsv=big_train), _mount_out(256)),
+           needs_root=True, fragments=["No space left on device", "train-"],
+           check=no_leftovers),
+      case("clf_disk_full_checkpoint", CLF, _clf("--do_train", "--num_train_epochs=100"),
+           prepare=_mount_out(16384), needs_root=True,
+           trigger=Trigger(r"Saved .*model\.ckpt-2$", _fill_disk),
+           fragments=["No space left on device", "model.ckpt"],
+           check=_all(no_leftovers, _latest_finite_step_at_least(2), _free_disk,
+                      _resumes(_clf("--do_train", "--num_train_epochs=2")))),
+      # --- classifier: data
+      case("clf_no_data_dir", CLF, _clf("--do_train", data_dir="/nonexistent"),
+           fragments=["--data_dir=/nonexistent"]),
+      case("clf_missing_train", CLF, _clf("--do_train", data_dir="case"),
+           prepare=lambda w, d: os.makedirs(data(d)), fragments=["train.tsv", "no such file"]),
+      case("clf_empty_train", CLF, _clf("--do_train", data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv=""), fragments=["train.tsv", "empty"]),
+      case("clf_header_only_train", CLF, _clf("--do_train", data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv="text\tlabel\n"),
+           fragments=["train.tsv", "no examples"]),
+      case("clf_bad_utf8_line7", CLF, _clf("--do_train", data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv=bad_utf8),
+           fragments=["train.tsv:7", "utf-8"]),
+      case("clf_one_column_line5", CLF, _clf("--do_train", data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv=clf_rows(4) + "只有文本\n" +
+                                 clf_rows(3)), fragments=["train.tsv:5"]),
+      case("clf_unknown_dev_label", CLF, _clf("--do_train", "--do_eval", data_dir="case"),
+           prepare=data_dir_with("clf_data", dev__tsv=clf_rows(3) + "好\tneutral\n"),
+           fragments=["dev.tsv", "line 4", "neutral"], check=nothing_written),
+      case("clf_empty_test_before_training", CLF, _clf("--do_train", "--do_predict",
+                                                       data_dir="case"),
+           prepare=data_dir_with("clf_data", test__tsv=""), fragments=["test.tsv", "empty"],
+           check=nothing_written),
+      case("clf_missing_test_before_training", CLF, _clf("--do_train", "--do_predict",
+                                                         data_dir="case"),
+           prepare=lambda w, d: (data_dir_with("clf_data")(w, d),
+                                 os.remove(os.path.join(data(d), "test.tsv"))),
+           fragments=["test.tsv", "no such file"], check=nothing_written),
+      case("clf_1mb_test_line", CLF, _clf("--do_predict", data_dir="case"),
+           prepare=both(copy_of("clf_out"), data_dir_with("clf_data", test__tsv=long_test)),
+           expect="ok", check=_line_count("predict.txt", 2)),
+      case("clf_predict_without_model", CLF, _clf("--do_predict"),
+           fragments=["labels.txt", "--do_train"]),
+      # --- classifier: config, vocabulary, checkpoints
+      case("clf_config_hidden_size_string", CLF, _clf("--do_train", config=_config_path),
+           prepare=_raw_config(json.dumps(dict(CONFIG, hidden_size="16"))),
+           fragments=["config.json", "hidden_size", "integer"], check=nothing_written),
+      case("clf_config_layers_float", CLF, _clf("--do_train", config=_config_path),
+           prepare=_raw_config(json.dumps(dict(CONFIG, num_hidden_layers=2.5))),
+           fragments=["num_hidden_layers", "2.5"]),
+      case("clf_config_heads_not_dividing", CLF, _clf("--do_train", config=_config_path),
+           prepare=_raw_config(json.dumps(dict(CONFIG, num_attention_heads=3))),
+           fragments=["num_attention_heads=3"]),
+      case("clf_config_not_json", CLF, _clf("--do_train", config=_config_path),
+           prepare=_raw_config("{vocab_size: 40"), fragments=["config.json", "JSON"]),
+      case("clf_config_missing_key", CLF, _clf("--do_train", config=_config_path),
+           prepare=_raw_config(json.dumps({"vocab_size": 40})), fragments=["hidden_size"]),
+      case("clf_config_bad_activation", CLF, _clf("--do_train", config=_config_path),
+           prepare=_raw_config(json.dumps(dict(CONFIG, hidden_act="swishy"))),
+           fragments=["hidden_act", "swishy"]),
+      case("clf_config_negative_dropout", CLF, _clf("--do_train", config=_config_path),
+           prepare=_raw_config(json.dumps(dict(CONFIG, hidden_dropout_prob=-0.1))),
+           fragments=["hidden_dropout_prob"]),
+      case("clf_missing_config", CLF, _clf("--do_train", config="/nonexistent.json"),
+           fragments=["/nonexistent.json"]),
+      case("clf_missing_vocab", CLF, _clf("--do_train", vocab="/nonexistent.txt"),
+           fragments=["/nonexistent.txt"]),
+      case("clf_vocab_cls_renamed", CLF, _clf("--do_train", vocab=_vocab_path),
+           prepare=lambda w, d: _vocab_file(d, replace=("[CLS]", "[CLX]")),
+           fragments=["[CLS]", "vocab.txt"], check=nothing_written),
+      case("clf_vocab_size_mismatch", CLF, _clf("--do_train", vocab=_vocab_path),
+           prepare=lambda w, d: _vocab_file(d, drop="丑"), fragments=["vocab_size"]),
+      case("clf_missing_init_checkpoint", CLF, _clf("--do_train", "--init_checkpoint=/no/ckpt"),
+           fragments=["--init_checkpoint=/no/ckpt"]),
+      case("clf_init_checkpoint_other_shape", CLF,
+           lambda w, d: w.clf_args(out(d), "--do_train", config=_config_path(d)) +
+           ["--init_checkpoint=%s" % os.path.join(w.clf_out, "model.ckpt-%d" % CLF_STEPS)],
+           prepare=lambda w, d: _config_file(d, intermediate_size=48),
+           fragments=["--init_checkpoint", "intermediate"], check=nothing_written),
+      case("clf_rerun_other_labels", CLF, _clf("--do_train", data_dir="case"),
+           prepare=both(copy_of("clf_out"), data_dir_with(
+               "clf_data", train__tsv=clf_rows(32).replace("\tneg", "\tbad"))),
+           fragments=["label set", "neg"], check=_labels_intact),
+      case("clf_rerun_other_vocab", CLF, _clf("--do_eval", vocab=_vocab_path),
+           prepare=both(copy_of("clf_out"), lambda w, d: _vocab_file(d, swap=True)),
+           fragments=["vocabulary", "run_info.json"], check=still_predicts("clf_args", 5)),
+      case("clf_rerun_other_config", CLF, _clf("--do_train", config=_config_path),
+           prepare=both(copy_of("clf_out"), lambda w, d: _config_file(d, intermediate_size=48)),
+           fragments=["intermediate"], check=still_predicts("clf_args", 5)),
+      case("clf_swapped_columns_new_cache", CLF,
+           _clf("--do_train", "--text_a_column=1", "--text_b_column=0", "--label_column=2",
+                data_dir="case"),
+           prepare=both(data_dir_with("clf_data", train__tsv="".join(
+               "%s\t%s" % (r.split("\t")[0][::-1], r) for r in clf_rows(32).splitlines(True))),
+                        _first_run(_clf("--do_train", "--text_a_column=0", "--text_b_column=1",
+                                        "--label_column=2", data_dir="case"))),
+           expect="ok", check=_two_caches),
+      case("clf_nan_keeps_last_finite", CLF, _clf("--do_train", "--learning_rate=1e30",
+                                                   "--num_train_epochs=3"),
+           prepare=copy_of("clf_out"), fragments=["nan", "model.ckpt-8", "--learning_rate"],
+           check=_all(_latest_finite_step(CLF_STEPS), _resumes(
+               _clf("--do_train", "--do_predict", "--num_train_epochs=2"),
+               expect_files=["model.ckpt-16.index"]))),
+      case("clf_truncated_latest_checkpoint", CLF, _clf("--do_predict"),
+           prepare=both(copy_of("clf_out"),
+                        _truncate("model.ckpt-8.data-00000-of-00001")), expect="ok",
+           check=_stderr_has(r"model\.ckpt-8 is broken", r"Restoring parameters from .*ckpt-6")),
+      case("clf_corrupt_latest_checkpoint_resume", CLF, _clf("--do_train",
+                                                             "--num_train_epochs=2"),
+           prepare=both(copy_of("clf_out"), _flip_byte("model.ckpt-8.data-00000-of-00001")),
+           expect="ok", check=_stderr_has(r"model\.ckpt-8 is broken",
+                                          r"Resuming from .*model\.ckpt-6")),
+      case("clf_damaged_state_file", CLF, _clf("--do_eval"),
+           prepare=both(copy_of("clf_out"), lambda w, d: _write(
+               os.path.join(out(d), "checkpoint"), "garbage {{{")), expect="ok",
+           check=_stderr_has(r"Restoring parameters from .*ckpt-8")),
+      case("clf_stale_temporaries_removed", CLF, _clf("--do_train", "--num_train_epochs=2"),
+           prepare=both(copy_of("clf_out"), lambda w, d: [
+               _write(os.path.join(out(d), n), "partial") for n in (
+                   "model.ckpt-10.data-00000-of-00001.tempstate123",
+                   "train-0123456789abcdef.tf_record.tmp-999999999")]),
+           expect="ok", check=no_leftovers),
+      # --- classifier: interrupts and kill -9
+      case("clf_sigint_training", CLF, _clf("--do_train", "--num_train_epochs=200"),
+           expect="interrupt", trigger=Trigger(r"step 5/", signal.SIGINT),
+           fragments=["SIGINT", "model.ckpt-"], check=_interrupt_saved),
+      case("clf_sigterm_training", CLF, _clf("--do_train", "--num_train_epochs=200"),
+           expect="interrupt", trigger=Trigger(r"step 3/", signal.SIGTERM),
+           fragments=["SIGTERM", "model.ckpt-"], check=_interrupt_saved),
+      case("clf_sigterm_converting", CLF, _clf("--do_train", data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv=big_train), expect="interrupt",
+           trigger=Trigger(r"Learned 2 labels", signal.SIGTERM), fragments=["SIGTERM"],
+           check=_all(no_leftovers, nothing_written)),
+      case("clf_sigint_predicting", CLF, _clf("--do_predict", data_dir="case"),
+           prepare=both(copy_of("clf_out"), data_dir_with("clf_data", test__tsv="".join(
+               r.split("\t")[0] + "\n" for r in big_train.splitlines()))),
+           expect="interrupt", trigger=Trigger(r"Restoring parameters", signal.SIGINT),
+           fragments=["SIGINT"], check=still_predicts("clf_args", 5)),
+      case("clf_kill9_training", CLF, _clf("--do_train", "--num_train_epochs=200"),
+           expect="ok", trigger=Trigger(r"step 7/", signal.SIGKILL),
+           check=_resumes(_clf("--do_train", "--num_train_epochs=2"), max_lost=2)),
+      case("clf_kill9_writing_features", CLF, _clf("--do_train", "--num_train_epochs=0.01",
+                                                   data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv=big_train), expect="ok",
+           trigger=Trigger("glob:out/train-*.tf_record.tmp-*", signal.SIGKILL),
+           check=_resumes(_clf("--do_train", "--num_train_epochs=0.01", data_dir="case"))),
+      case("clf_kill9_saving", CLF, _clf("--do_train", "--num_train_epochs=200",
+                                         "--save_checkpoints_steps=1", config=_config_path),
+           prepare=lambda w, d: _config_file(d, hidden_size=256, intermediate_size=1024,
+                                             num_hidden_layers=2, num_attention_heads=4),
+           expect="ok", trigger=Trigger("glob:out/model.ckpt-5.*tempstate*", signal.SIGKILL),
+           check=_resumes(_clf("--do_train", "--num_train_epochs=2", config=_config_path),
+                          max_lost=2)),
+      # --- rewrite
+      case("rw_empty_train", RW, _rw("--do_train", data_dir="case"),
+           prepare=data_dir_with("rw_data", train__tsv=""), fragments=["train.tsv", "empty"]),
+      case("rw_blank_corpus", RW, lambda w, d: w.rw_args(out(d), "--do_pretrain_rewrite",
+                                                         "--corpus_file=%s" % _write(
+                                                             os.path.join(d, "c.txt"),
+                                                             "\n  \n\n"), "--num_train_steps=2"),
+           fragments=["--corpus_file", "no text"]),
+      case("rw_empty_corpus", RW, lambda w, d: w.rw_args(out(d), "--do_pretrain_rewrite",
+                                                         "--corpus_file=%s" % _write(
+                                                             os.path.join(d, "c.txt"), ""),
+                                                         "--num_train_steps=2"),
+           fragments=["--corpus_file", "no text"]),
+      case("rw_corpus_no_match", RW, _rw("--do_pretrain_rewrite", "--corpus_file=/no/*.txt"),
+           fragments=["/no/*.txt"]),
+      case("rw_three_columns_line2", RW, _rw("--do_train", data_dir="case"),
+           prepare=data_dir_with("rw_data", train__tsv=rw_rows(1) + "甲\t乙\t丙\n"),
+           fragments=["train.tsv:2"]),
+      case("rw_bad_utf8_dev_line3", RW, _rw("--do_train", "--do_eval", data_dir="case"),
+           prepare=data_dir_with("rw_data", dev__tsv=rw_rows(2).encode("utf-8") +
+                                 b"\xff\xfe\t\xe7\x94\xb2\n"),
+           fragments=["dev.tsv:3", "utf-8"], check=nothing_written),
+      case("rw_target_too_long", RW, _rw("--do_train", "--max_target_length=20"),
+           fragments=["--max_target_length=20"]),
+      case("rw_zero_beam", RW, _rw("--do_predict", "--beam_size=0"), fragments=["--beam_size"]),
+      case("rw_vocab_without_mask", RW, _rw("--do_train", vocab=_vocab_path),
+           prepare=lambda w, d: _vocab_file(d, replace=("[MASK]", "[MASQ]")),
+           fragments=["[MASK]"]),
+      case("rw_empty_test_before_training", RW, _rw("--do_train", "--do_predict",
+                                                    data_dir="case"),
+           prepare=data_dir_with("rw_data", test__tsv=""), fragments=["test.tsv", "empty"],
+           check=nothing_written),
+      case("rw_missing_rank_file", RW, _rw("--do_rank", "--rank_file=/no/rank.tsv"),
+           fragments=["--rank_file=/no/rank.tsv"]),
+      case("rw_pretrain_and_train", RW, _rw("--do_train", "--do_pretrain_rewrite"),
+           fragments=["--do_pretrain_rewrite"]),
+      case("rw_rerun_other_vocab", RW, _rw("--do_predict", vocab=_vocab_path),
+           prepare=both(copy_of("rw_out"), lambda w, d: _vocab_file(d, swap=True)),
+           fragments=["vocabulary"]),
+      case("rw_sigint_decoding", RW, _rw("--do_predict", data_dir="case"),
+           prepare=both(copy_of("rw_out"), data_dir_with("rw_data", test__tsv=rw_rows(
+               3000, with_target=False))),
+           expect="interrupt", trigger=Trigger(r"test: 3000 examples", signal.SIGINT),
+           fragments=["SIGINT"]),
+      case("rw_sigterm_training", RW, _rw("--do_train", "--num_train_steps=2000"),
+           expect="interrupt", trigger=Trigger(r"step 3/", signal.SIGTERM),
+           fragments=["SIGTERM", "model.ckpt-"], check=_interrupt_saved),
+      # --- pretraining
+      case("pt_no_input_match", PT, _pt("--do_train", records="/no/*.tfrecord"),
+           fragments=["--input_file=/no/*.tfrecord"]),
+      case("pt_empty_records", PT, _pt("--do_train", records=lambda d: _write(
+          os.path.join(d, "empty.tfrecord"), "")), fragments=["empty.tfrecord"]),
+      case("pt_truncated_records", PT, _pt("--do_train", "--num_train_steps=200",
+                                           records=lambda d: os.path.join(d, "cut.tfrecord")),
+           prepare=_cut_records, fragments=["cut.tfrecord", "cut short"]),
+      case("pt_zero_steps", PT, _pt("--do_train", "--num_train_steps=0"),
+           fragments=["--num_train_steps"]),
+      case("pt_negative_warmup", PT, _pt("--do_train", "--num_warmup_steps=-5"),
+           fragments=["--num_warmup_steps"]),
+      case("pt_seq_flag_disagrees", PT, _pt("--do_train", "--max_seq_length=32"),
+           fragments=["--max_seq_length=32"]),
+      case("pt_missing_eval_file_before_training", PT, _pt("--do_train", "--do_eval",
+                                                           "--eval_input_file=/no/eval.rec"),
+           fragments=["--eval_input_file=/no/eval.rec"], check=nothing_written),
+      case("pt_rerun_other_config", PT, lambda w, d: w.pt_args(out(d), "--do_train") + [
+          "--bert_config_file=%s" % _config_file(d, intermediate_size=48)],
+           prepare=copy_of("pt_out"), fragments=["intermediate"]),
+      case("pt_sigterm_training", PT, _pt("--do_train", "--num_train_steps=2000"),
+           expect="interrupt", trigger=Trigger(r"step 3/", signal.SIGTERM),
+           fragments=["SIGTERM", "model.ckpt-"], check=_interrupt_saved),
+      # --- create_pretraining_data.py
+      case("cpd_no_input", CPD, _cpd(corpus=lambda d: "/no/corpus.txt"),
+           fragments=["/no/corpus.txt"]),
+      case("cpd_empty_input", CPD, _cpd(corpus=lambda d: _write(os.path.join(d, "e.txt"), "")),
+           fragments=["e.txt", "empty"]),
+      case("cpd_bad_utf8_line5", CPD, _cpd(corpus=lambda d: os.path.join(d, "bad.txt")),
+           prepare=lambda w, d: _write_bytes(os.path.join(d, "bad.txt"),
+                                             "甲乙丙丁。\n".encode("utf-8") * 4 + b"\xff\n"),
+           fragments=["bad.txt:5", "utf-8"], check=_no_output("out.tfrecord")),
+      case("cpd_output_dir_missing", CPD, _cpd(output=lambda d: "/no/dir/out.tfrecord"),
+           fragments=["/no/dir"]),
+      case("cpd_output_is_dir", CPD, _cpd(output=lambda d: d), fragments=["is a directory"]),
+      case("cpd_vocab_without_mask", CPD, _cpd(vocab=lambda d: _vocab_file(d, drop="[MASK]")),
+           fragments=["[MASK]"]),
+      case("cpd_sigint", CPD, _cpd("--dupe_factor=1000", "--log_every_docs=1"),
+           expect="interrupt", trigger=Trigger(r"\*\*\* Example \*\*\*", signal.SIGINT),
+           fragments=["SIGINT"], check=_no_output("out.tfrecord")),
+      case("cpd_ctrl_c_with_workers", CPD, _cpd("--dupe_factor=1000", "--num_workers=2",
+                                                "--log_every_docs=1"),
+           expect="interrupt", trigger=Trigger(r"\*\*\* Example \*\*\*", _ctrl_c),
+           fragments=["SIGINT"], check=_no_output("out.tfrecord")),
+      case("cpd_disk_full", CPD, _cpd("--dupe_factor=1000",
+                                      output=lambda d: os.path.join(out(d), "o.tfrecord")),
+           prepare=_mount_out(64), needs_root=True, fragments=["No space left on device"],
+           check=lambda w, d, e: ("damaged", "left %s" % os.listdir(out(d)))
+           if os.listdir(out(d)) else None),
+  ]
+  names = [c.name for c in cases]
+  assert len(names) == len(set(names)), "duplicate case names"
+  return cases
+
+
+def _config_path(d):
+  return os.path.join(d, "config.json")
+
+
+def _vocab_path(d):
+  return os.path.join(d, "vocab.txt")
+
+
+def _write_bytes(path, content):
+  with open(path, "wb") as f:
+    f.write(content)
+
+
+def _cut_records(world, d):
+  with open(world.records, "rb") as f:
+    content = f.read()
+  with open(os.path.join(d, "cut.tfrecord"), "wb") as f:
+    f.write(content[:len(content) * 2 // 3])
+
+
+def _line_count(name, lines):
+  def check(world, d, stderr):
+    del world, stderr
+    with open(os.path.join(out(d), name), encoding="utf-8") as f:
+      got = len(f.read().splitlines())
+    return None if got == lines else ("silent", "%s has %d lines, expected %d" % (name, got,
+                                                                                 lines))
+  return check
+
+
+def _latest_finite_step_at_least(step):
+  def check(world, d, stderr):
+    del world, stderr
+    steps = checkpoint_steps(out(d))
+    if not steps or steps[-1] < step:
+      return "damaged", "checkpoints now %s" % steps
+    return None
+  return check

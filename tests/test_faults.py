@@ -1,0 +1,151 @@
+"""Bad inputs, interruptions and faults through the real scripts: never a hang, never a traceback,
+never a damaged run.
+
+Every case of the fault table (tests/fault_cases.py, also printed by scripts/fault_table.sh) runs
+as a subprocess on tiny data, two at a time, with a bounded wait. Each must end as a single
+`error: ...` line naming what it names (exit 2, or 130/143 for SIGINT/SIGTERM) or be handled
+(the run succeeds, or a rerun after the fault resumes), and must leave the previous good state of
+its output_dir intact and usable. Disk-full and read-only cases mount a small tmpfs: as root only.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import cli
+import fault_cases
+
+CASES = fault_cases.all_cases()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+  """The shared fixtures: data, a config, a vocabulary and a trained output_dir per script."""
+  world = fault_cases.World(str(tmp_path_factory.mktemp("faults"))).build()
+  try:
+    yield world
+  finally:
+    world.unmount_all()
+
+
+@pytest.fixture(scope="module")
+def results(world):
+  """Runs every case once, two at a time."""
+  return fault_cases.run_cases(world, CASES, os.path.join(world.root, "cases"))
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_case(results, name):
+  result = results[name]
+  if result.outcome == "skipped":
+    pytest.skip(result.why)
+  expected = {"error": "clear error", "interrupt": "clear error", "ok": "handled"}
+  case = next(c for c in CASES if c.name == name)
+  assert result.outcome == expected[case.expect], (result.outcome, result.why,
+                                                   result.stderr[-3000:])
+
+
+def test_the_table_is_large_and_covers_every_script():
+  scripts = {c.script for c in CASES}
+  assert len(CASES) >= 60
+  assert scripts == {fault_cases.CLF, fault_cases.RW, fault_cases.PT, fault_cases.CPD}
+
+
+def test_kill9_during_training_loses_only_the_steps_since_the_last_checkpoint(results):
+  """The rerun resumes from the last checkpoint saved before the kill (every 2 steps)."""
+  stderr = results["clf_kill9_training"].stderr
+  reached = max(int(s) for s in re.findall(r"step (\d+)/", stderr))
+  saved = [int(s) for s in re.findall(r"Saved .*model\.ckpt-(\d+)", stderr)]
+  assert reached >= 7 and saved and reached - saved[-1] <= 2, (reached, saved)
+
+
+def test_internal_errors_are_one_line_with_the_traceback_in_a_file(tmp_path):
+  """A bug (not an input error) prints one `internal error` line naming a traceback file."""
+  script = tmp_path / "buggy.py"
+  script.write_text("import cli\n"
+                    "def main(_):\n"
+                    "  return {}['no such key']\n"
+                    "cli.run_main(main)\n")
+  env = dict(os.environ, PYTHONPATH=fault_cases.REPO_ROOT)
+  env.pop(cli.TRACEBACK_ENV, None)
+  proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                        timeout=60)
+  assert proc.returncode == cli.EXIT_INTERNAL_ERROR
+  assert "Traceback" not in proc.stderr
+  line = proc.stderr.strip().splitlines()[-1]
+  assert line.startswith("error: internal error (KeyError: 'no such key')"), line
+  path = line.split("the traceback is in ")[1].split(";")[0]
+  with open(path) as f:
+    assert "KeyError" in f.read()
+  os.remove(path)
+  # Developers can ask for the traceback itself.
+  env[cli.TRACEBACK_ENV] = "1"
+  proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                        timeout=60)
+  assert "Traceback (most recent call last)" in proc.stderr and proc.returncode == 1
+
+
+def test_a_stuck_call_still_exits_on_sigterm(tmp_path):
+  """The watchdog ends a process whose main thread is stuck inside one TensorFlow call (here:
+  an endlessly repeated empty record file, the old hang of an empty training set; Python runs
+  no signal handler until the call returns) with exit 143 once the grace period is over, and
+  at once on a second signal."""
+  empty = tmp_path / "empty.tfrecord"
+  empty.write_bytes(b"")
+  script = tmp_path / "stuck.py"
+  script.write_text(
+      "import cli\n"
+      "import tensorflow.compat.v1 as tf\n"
+      "cli.INTERRUPT_GRACE_S = 1.0\n"
+      "def main(_):\n"
+      "  tf.disable_v2_behavior()\n"
+      "  files = tf.data.Dataset.from_tensor_slices([%r]).repeat()\n"
+      "  records = files.interleave(tf.data.TFRecordDataset, cycle_length=1)\n"
+      "  batch = tf.data.make_one_shot_iterator(records).get_next()\n"
+      "  with tf.Session() as sess:\n"
+      "    print('ready', flush=True)\n"
+      "    sess.run(batch)\n"
+      "cli.run_main(main)\n" % str(empty))
+  env = dict(os.environ, PYTHONPATH=fault_cases.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+  for signals in ([signal.SIGTERM], [signal.SIGINT, signal.SIGINT]):
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)  # Inside sess.run.
+    for signum in signals:
+      proc.send_signal(signum)
+      time.sleep(0.1)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signals[0], err[-2000:]
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: interrupted by %s" % signals[0].name), line
+    assert ("did not stop within 1 s" if len(signals) == 1 else "second signal") in line, line
+
+
+@pytest.mark.parametrize("script", [fault_cases.CLF, fault_cases.RW, fault_cases.PT])
+def test_help_lists_the_shared_flags_and_not_tensorflows(script):
+  proc = fault_cases.run(script, "--help")  # absl exits 1 after printing the help
+  for flag in ("--output_dir", "--learning_rate", "--n_gpus", "--bert_config_file",
+               "--vocab_file", "--do_train", "--worker_hosts", "--use_fp16"):
+    assert flag in proc.stdout, flag
+  assert "--logtostderr" not in proc.stdout  # absl's and TensorFlow's flags are in --helpfull
+
+
+def test_cpu_only_runs_print_no_cuda_error(world, tmp_path):
+  """With CUDA_VISIBLE_DEVICES empty and TF_CPP_MIN_LOG_LEVEL unset, a run that creates
+  sessions (here: eval of the trained classifier) prints no cuInit error line."""
+  shutil.copytree(world.clf_out, str(tmp_path / "out"))
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=fault_cases.REPO_ROOT)
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  proc = subprocess.run(fault_cases.command(fault_cases.CLF, *world.clf_args(
+      str(tmp_path / "out"), "--do_eval")), env=env, capture_output=True, text=True,
+                        timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "eval_accuracy" in proc.stderr
+  assert "cuInit" not in proc.stderr and "cuda_platform" not in proc.stderr
