@@ -95,17 +95,22 @@ def require_records(files):
 
 
 def check_framing(path):
-  """Raises InputError when the TFRecord file `path` ends inside a record (it is cut short:
-  a copy or a writer that died), instead of a failure when reading reaches its end.
+  """Raises InputError when `path` is not a TFRecord file, or ends inside a record (it is cut
+  short: a copy or a writer that died), instead of a failure when reading reaches its end.
 
-  Walks the 12-byte record headers only (length and its CRC), seeking over the data, so it
-  costs one small read per record, not a read of the file.
+  Checks the first record's length against its CRC (so a text file is named as such), then walks
+  the 12-byte record headers, seeking over the data: one small read per record, not a read of
+  the file.
   """
   size = tf.io.gfile.stat(path).length
   position, count = 0, 0
   with tf.io.gfile.GFile(path, "rb") as f:
     while position < size:
       header = f.read(12)
+      if count == 0 and (len(header) < 12 or
+                         struct.unpack("<I", header[8:])[0] != _masked_crc32c(header[:8])):
+        raise InputError("%s: not a TFRecord file (its first record header does not check "
+                         "out)" % path)
       if len(header) == 12:
         position += 12 + struct.unpack("<Q", header[:8])[0] + 4
       if len(header) < 12 or position > size:
@@ -113,6 +118,17 @@ def check_framing(path):
                          "incomplete: recreate it" % (path, count + 1, size))
       f.seek(position)
       count += 1
+
+
+def _masked_crc32c(data):
+  """TFRecord's masked CRC-32C of a few bytes (bitwise: meant for 8-byte headers)."""
+  crc = 0xFFFFFFFF
+  for byte in data:
+    crc ^= byte
+    for _ in range(8):
+      crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+  crc ^= 0xFFFFFFFF
+  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def file_digest(path, chunk_size=1 << 20):
