@@ -116,12 +116,17 @@ def test_a_stuck_call_still_exits_on_sigterm(tmp_path):
   for signals in ([signal.SIGTERM], [signal.SIGINT, signal.SIGINT]):
     proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.5)  # Inside sess.run.
-    for signum in signals:
-      proc.send_signal(signum)
-      time.sleep(0.1)
-    _, err = proc.communicate(timeout=30)
+    try:
+      assert proc.stdout.readline().strip() == "ready"
+      time.sleep(0.5)  # Inside sess.run.
+      for signum in signals:
+        proc.send_signal(signum)
+        time.sleep(0.1)
+      _, err = proc.communicate(timeout=30)
+    finally:  # A failed check must not leave the stuck process spinning.
+      if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
     assert proc.returncode == 128 + signals[0], err[-2000:]
     line = err.strip().splitlines()[-1]
     assert line.startswith("error: interrupted by %s" % signals[0].name), line
