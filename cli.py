@@ -215,7 +215,10 @@ class _SignalWatch(object):
   @staticmethod
   def _exit_now(signum, why):
     name = signal.Signals(signum).name
-    os.write(2, ("error: interrupted by %s: %s\n" % (name, why)).encode("utf-8"))
+    try:
+      os.write(2, ("error: interrupted by %s: %s\n" % (name, why)).encode("utf-8"))
+    except OSError:  # Nobody reads stderr any more (e.g. the parent died): exit all the same.
+      pass
     os._exit(128 + signum)  # pylint: disable=protected-access
 
 
