@@ -178,7 +178,6 @@ class _SignalWatch(object):
   """
 
   def __init__(self):
-    self.signum = None
     self.handled = threading.Event()
 
   def install(self):
@@ -195,7 +194,6 @@ class _SignalWatch(object):
     del frame
     if self.handled.is_set():  # A second signal: the user wants out now.
       self._exit_now(signum, "second signal; exiting at once")
-    self.signum = signum
     self.handled.set()
     raise Interrupted(signum)
 

@@ -64,13 +64,13 @@ def inspect_records(path):
   """
   if not tf.io.gfile.exists(path):
     raise InputError("%s: no such file" % path)
-  input_pipeline.check_framing(path)
   try:
     first = next(iter(tf.io.tf_record_iterator(path)), None)
   except (tf.errors.DataLossError, tf.errors.OpError) as e:
     raise InputError("%s: not a TFRecord file (%s)" % (path, e.message.splitlines()[0]))
   if first is None:
     raise InputError("%s: holds no records (expected BERT pretraining examples)" % path)
+  input_pipeline.check_framing(path)  # A TFRecord file, but is it whole?
   try:
     features = tf.train.Example.FromString(first).features.feature
   except Exception:  # pylint: disable=broad-except
