@@ -165,8 +165,9 @@ class ParallelStrategy(object):
     """Device `suffix` (e.g. '/device:CPU:0') of every process, in rank order."""
     return [self.cluster.device_prefix(r) + suffix for r in range(self.cluster.num_workers)]
 
-  def _suffix(self, device):
-    return device[len(self.cluster.device_prefix()):]
+  @staticmethod
+  def _suffix(device):
+    return collective.device_suffix(device)
 
   def sum_over_processes(self, value):
     """A float32 scalar summed over all processes (itself in a one-process run)."""
