@@ -7,6 +7,7 @@ idempotent, so several scripts can be imported into one process (as the tests do
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 from absl import flags
@@ -92,6 +93,14 @@ def define_pipeline_flags():
           "With --pipeline_stages: each tower's train_batch_size rows flow through its stages "
           "as this many micro-batches, so the stages work at the same time; the idle share is "
           "(stages-1)/(micro_batches+stages-1). Must divide --train_batch_size.")
+  _define("enum", "placement", "intra_first",
+          "Several processes with --pipeline_stages: which devices form a tower. intra_first: "
+          "each process holds whole towers on its own devices and the processes reduce "
+          "gradients across the network. inter_first: a tower's stages span the processes "
+          "(stage s on process s, the same local device), so only activations cross the "
+          "network and each stage's gradients are reduced inside one process; the chief "
+          "builds the one graph and reads the data, the others serve their devices.",
+          enum_values=["intra_first", "inter_first"])
 
 
 def define_cluster_flags():
@@ -321,17 +330,19 @@ def parallel():
   import tower_utils  # pylint: disable=g-import-not-at-top
   from parallel import cluster  # pylint: disable=g-import-not-at-top
   stages = cli.require_positive(FLAGS.pipeline_stages, "pipeline_stages")
-  if FLAGS.n_gpus % stages:
-    raise cli.InputError("--n_gpus=%s is not a multiple of --pipeline_stages=%d: every tower "
-                         "needs %d devices, one per stage" % (FLAGS.n_gpus, stages, stages))
   if FLAGS.train_batch_size % cli.require_positive(FLAGS.num_micro_batches, "num_micro_batches"):
     raise cli.InputError("--train_batch_size=%d is not a multiple of --num_micro_batches=%d: "
                          "every micro-batch needs the same rows" %
                          (FLAGS.train_batch_size, FLAGS.num_micro_batches))
+  run_cluster = cluster.resolve(FLAGS.worker_hosts, FLAGS.task_index, FLAGS.worker_port)
+  if FLAGS.placement == "inter_first":
+    return _inter_first_spec(run_cluster, stages)
+  if FLAGS.n_gpus % stages:
+    raise cli.InputError("--n_gpus=%s is not a multiple of --pipeline_stages=%d: every tower "
+                         "needs %d devices, one per stage" % (FLAGS.n_gpus, stages, stages))
   spec = tower_utils.parallel_spec(
       FLAGS.n_gpus // stages, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
-      cluster.resolve(FLAGS.worker_hosts, FLAGS.task_index, FLAGS.worker_port),
-      FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches)
+      run_cluster, FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches)
   if not spec.cluster.is_chief and not _SCRATCH.get("dir") == FLAGS.output_dir:
     _SCRATCH["dir"] = tempfile.mkdtemp(prefix="bert-mgpu-task%d-" % spec.cluster.rank)
     atexit.register(shutil.rmtree, _SCRATCH["dir"], True)
@@ -347,6 +358,37 @@ def parallel():
 _SCRATCH = {}
 
 
+def _inter_first_spec(run_cluster, stages):
+  """The spec of --placement=inter_first, in the chief; any other process serves, then exits.
+
+  The chief's graph holds every tower of the run (n_gpus * processes / stages of them), so to
+  the rest of the program it is one process with remote devices.
+  """
+  import tower_utils  # pylint: disable=g-import-not-at-top
+  from parallel import cluster  # pylint: disable=g-import-not-at-top
+  processes = len(run_cluster.tasks)
+  if processes < 2 or stages < 2:
+    raise cli.InputError("--placement=inter_first: expected several processes (--worker_hosts, "
+                         "TF_CONFIG or Slurm; found %d) and --pipeline_stages > 1 (found %d)" %
+                         (processes, stages))
+  if (FLAGS.n_gpus * processes) % stages:
+    raise cli.InputError("--placement=inter_first: %d processes x --n_gpus=%d devices are not "
+                         "a multiple of --pipeline_stages=%d" % (processes, FLAGS.n_gpus, stages))
+  config = tower_utils.session_config(FLAGS.n_gpus, cluster=run_cluster)
+  if not run_cluster.is_chief:
+    cluster.serve_chief_graph(run_cluster, config, FLAGS.collective_timeout_s)
+    sys.exit(0)
+  in_graph = run_cluster.in_graph_view()
+  if not _SCRATCH.get("serving"):
+    _SCRATCH["serving"] = True  # Start listening now: the others wait for the chief.
+    cluster.session_target(in_graph, tower_utils.session_config(FLAGS.n_gpus, cluster=in_graph))
+    atexit.register(cluster.release_tasks, in_graph, config)
+  return tower_utils.parallel_spec(
+      FLAGS.n_gpus * processes // stages, FLAGS.reduction, FLAGS.grad_accum_steps,
+      FLAGS.allreduce_pack_mb, in_graph, FLAGS.collective_timeout_s, stages,
+      FLAGS.num_micro_batches, placement="inter_first")
+
+
 def inference_parallel(n_towers=None):
   """The ParallelSpec of eval and predict: this process only, the same pipeline stages.
 
@@ -355,6 +397,8 @@ def inference_parallel(n_towers=None):
   """
   spec = parallel()
   import tower_utils  # pylint: disable=g-import-not-at-top
+  if spec.placement == "inter_first":  # The chief's graph spans the processes' devices.
+    return spec._replace(n_towers=n_towers or spec.n_towers, accum_steps=1, num_micro_batches=1)
   return tower_utils.parallel_spec(n_towers or spec.n_towers,
                                    pipeline_stages=spec.pipeline_stages)
 

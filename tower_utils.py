@@ -55,6 +55,7 @@ from parallel import pipeline
 from parallel import strategies
 
 REDUCTIONS = ("shared", "allreduce")
+PLACEMENTS = ("intra_first", "inter_first")
 DEFAULT_PACK_MB = 32.0
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
 
@@ -67,6 +68,8 @@ ParallelSpec = collections.namedtuple("ParallelSpec", [
     "collective_timeout_s",  # how long a collective waits for the other processes
     "pipeline_stages",  # devices per tower (its stages, parallel/pipeline.py)
     "num_micro_batches",  # micro-batches that flow through a tower's stages per step
+    "placement",  # "intra_first": a process holds whole towers; "inter_first": stages span
+                  # processes (the chief's one graph, see stage_devices)
 ])
 
 # The one place that chooses a strategy class: by reduction mode and whether there are several
@@ -88,11 +91,13 @@ TowerResult = collections.namedtuple(
 def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT_PACK_MB,
                   cluster=cluster_lib.SINGLE_PROCESS,
                   collective_timeout_s=DEFAULT_COLLECTIVE_TIMEOUT_S, pipeline_stages=1,
-                  num_micro_batches=1):
+                  num_micro_batches=1, placement="intra_first"):
   """A checked ParallelSpec; everything downstream trusts it.
 
-  n_towers counts towers (model replicas) per process; with pipeline_stages K each tower runs on
-  K devices, so a process uses n_towers * K devices (--n_gpus).
+  n_towers counts the towers (model replicas) of this process's graph; with pipeline_stages K
+  each tower runs on K devices, so a process uses n_towers * K devices (--n_gpus). With
+  placement "inter_first" the cluster is the chief's in-graph view (Cluster.in_graph_view) and
+  n_towers counts the towers of all processes, whose stages span them.
 
   Raises:
     InputError: naming the flag of a value out of range.
@@ -112,8 +117,14 @@ def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT
     raise InputError("--pipeline_stages=%s: expected an integer >= 1" % pipeline_stages)
   if num_micro_batches is None or int(num_micro_batches) < 1:
     raise InputError("--num_micro_batches=%s: expected an integer >= 1" % num_micro_batches)
+  if placement not in PLACEMENTS:
+    raise InputError("--placement=%s: expected one of %s" % (placement, ", ".join(PLACEMENTS)))
+  if placement == "inter_first" and not cluster.in_graph:
+    raise InputError("--placement=inter_first: expected several processes (--worker_hosts, "
+                     "TF_CONFIG or Slurm) and --pipeline_stages > 1")
   return ParallelSpec(int(n_towers), reduction, int(accum_steps), float(pack_mb), cluster,
-                      float(collective_timeout_s), int(pipeline_stages), int(num_micro_batches))
+                      float(collective_timeout_s), int(pipeline_stages), int(num_micro_batches),
+                      placement)
 
 
 def num_visible_gpus():
@@ -139,14 +150,31 @@ def tower_devices(n_towers, cluster=cluster_lib.SINGLE_PROCESS):
 
 
 def stage_devices(spec):
-  """Per tower of this process, its device of each stage: tower i's stage s on device i*K+s.
+  """Per tower of this graph, its device of each stage.
+
+  intra_first: tower i's stage s on this process's device i*K+s, so a process holds whole
+  towers. inter_first: the devices of all P processes are taken local index first ((task 0,
+  device 0), (task 1, device 0), ..., (task 0, device 1), ...) and tower i's stage s is the
+  (i*K+s)-th; with K = P, tower i's stages are device i of every process, so only activations
+  cross processes, and the replicas of a stage (device i of one process) reduce locally.
 
   Returns:
     list of spec.n_towers lists of spec.pipeline_stages device names.
   """
   stages = spec.pipeline_stages
-  flat = tower_devices(spec.n_towers * stages, spec.cluster)
+  if spec.placement == "inter_first":
+    cluster = spec.cluster
+    flat = [cluster.device_prefix(r) + device for device in tower_devices(
+        devices_per_process(spec)) for r in range(len(cluster.tasks))]
+  else:
+    flat = tower_devices(spec.n_towers * stages, spec.cluster)
   return [flat[i * stages:(i + 1) * stages] for i in range(spec.n_towers)]
+
+
+def devices_per_process(spec):
+  """The devices each process brings to this graph (--n_gpus in training)."""
+  devices = spec.n_towers * spec.pipeline_stages
+  return -(-devices // len(spec.cluster.tasks)) if spec.cluster.in_graph else devices
 
 
 def session_config(n_towers, use_xla=False, intra_op_threads=0, inter_op_threads=0,
@@ -180,7 +208,9 @@ def session_config(n_towers, use_xla=False, intra_op_threads=0, inter_op_threads
 
 def new_session(spec, use_xla=False, graph=None, intra_op_threads=0, inter_op_threads=0):
   """A Session for a graph built with `spec`: local, or this process's server in a cluster."""
-  config = session_config(spec.n_towers * spec.pipeline_stages, use_xla, intra_op_threads,
+  if spec.cluster.in_graph:  # A Session waits without end for a task that does not listen.
+    cluster_lib.wait_for_tasks(spec.cluster, spec.collective_timeout_s)
+  config = session_config(devices_per_process(spec), use_xla, intra_op_threads,
                           inter_op_threads, cluster=spec.cluster)
   return tf.Session(cluster_lib.session_target(spec.cluster, config), graph=graph,
                     config=config)
@@ -212,7 +242,10 @@ def join_processes(spec, must_agree, from_chief):
   """
   if not spec.cluster.tasks:
     return dict(from_chief)
-  devices = spec.n_towers * spec.pipeline_stages
+  devices = devices_per_process(spec)
+  if spec.cluster.in_graph:
+    _check_devices_exist(spec)
+    return dict(from_chief)
   facts = collections.OrderedDict([
       ("--n_gpus", devices),
       ("number of devices (visible GPUs)", len(set(tower_devices(devices, spec.cluster)))),
@@ -225,6 +258,18 @@ def join_processes(spec, must_agree, from_chief):
   facts.update(must_agree)
   return cluster_lib.handshake(spec.cluster, session_config(devices, cluster=spec.cluster),
                                facts, from_chief, spec.collective_timeout_s)
+
+
+def _check_devices_exist(spec):
+  """Raises InputError unless every stage device of the chief's one graph exists: soft placement
+  would otherwise move a missing remote device's stage elsewhere without a word."""
+  with tf.Graph().as_default(), new_session(spec) as sess:
+    present = {tf.DeviceSpec.from_string(d.name).to_string() for d in sess.list_devices()}
+  for tower in stage_devices(spec):
+    for device in tower:
+      if tf.DeviceSpec.from_string(device).to_string() not in present:
+        raise InputError("device %s does not exist: start every process with the same "
+                         "--n_gpus (and as many visible GPUs)" % device)
 
 
 def log_device_map(devices):
@@ -336,7 +381,7 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   stages = stage_devices(spec)
   log_device_map(stages)
   devices = [tower[0] for tower in stages]
-  strategy = _STRATEGIES[(spec.reduction, len(spec.cluster.tasks) > 1)](
+  strategy = _STRATEGIES[(spec.reduction, spec.cluster.num_workers > 1)](
       stages, spec.cluster, spec.pack_mb, spec.collective_timeout_s)
   global_batch = GlobalBatch(features, strategy, spec.num_micro_batches)
   losses, outputs, grads = [], [], []

@@ -469,8 +469,9 @@ def train(tower_fn, input_fn, spec):
     if train_graph.loss_scale is not None:
       tf.summary.scalar("loss_scale", train_graph.loss_scale)
     summary_op = tf.summary.merge_all()
-    saver = tf.train.Saver(train_graph.strategy.savable_variables(),
-                           max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
+    with tf.device(tower_utils.input_device(parallel)):  # Files are the chief's.
+      saver = tf.train.Saver(train_graph.strategy.savable_variables(),
+                             max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
     init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
     consistency = train_graph.strategy.consistency_check()
     finite = _all_finite(train_graph.strategy.savable_variables())
@@ -518,7 +519,7 @@ def _end_of_training(spec, result, chief=None):
 
 def _check_consistent(sess, consistency, parallel, when):
   """Raises RuntimeError unless every process holds the same weights (a multi-process check)."""
-  if not parallel.cluster.tasks:
+  if parallel.cluster.num_workers == 1:
     return
   low, high = sess.run(consistency)
   if low != high:
@@ -772,15 +773,16 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
   global_batch_size = batch_size_per_tower * spec.n_towers
   graph = tf.Graph()
   with graph.as_default():
-    with tf.device("/cpu:0"):
+    with tf.device(tower_utils.input_device(spec)):
       dataset = input_fn(global_batch_size, 0, input_pipeline.WHOLE)
       features = tf.data.make_one_shot_iterator(dataset).get_next()
       features, is_real = _pad_batch(features, global_batch_size)
     towers = tower_utils.build_towers(tower_fn, features, spec, compute_gradients=False)
     _check_checkpoint_has(checkpoint, tf.global_variables())
-    saver = tf.train.Saver(tf.global_variables())
+    with tf.device(tower_utils.input_device(spec)):
+      saver = tf.train.Saver(tf.global_variables())
     collected = collections.defaultdict(list)
-    with tower_utils.new_session(spec) as sess:
+    with tower_utils.new_session(spec) as sess, _peer_faults(spec):
       saver.restore(sess, checkpoint)
       while True:
         try:

@@ -44,16 +44,27 @@ Task = collections.namedtuple("Task", ["job", "index", "address"])
 class Cluster(object):
   """The tasks of a run in rank order, and which one this process is."""
 
-  def __init__(self, tasks, rank, source):
-    """tasks: list of Task in rank order (empty: one process); rank: this process's position."""
+  def __init__(self, tasks, rank, source, in_graph=False):
+    """tasks: list of Task in rank order (empty: one process); rank: this process's position;
+    in_graph: the chief's view of an in-graph run (see `in_graph_view`)."""
     self.tasks = tuple(tasks)
     self.rank = rank
     self.source = source
+    self.in_graph = in_graph
 
   @property
   def num_workers(self):
-    """Processes in the run (1 without a cluster)."""
-    return max(len(self.tasks), 1)
+    """Processes that build a graph and read data (1 without a cluster, or in-graph)."""
+    return 1 if self.in_graph else max(len(self.tasks), 1)
+
+  def in_graph_view(self):
+    """The chief's view of a run whose one graph spans every task (--placement=inter_first).
+
+    The chief builds the only graph, reads all the data and places ops on the other tasks'
+    devices; they only serve (`serve_chief_graph`). To the engine this is one process whose
+    devices carry task names: no handshake collectives, no broadcast, no per-process shards.
+    """
+    return Cluster(self.tasks, 0, self.source, in_graph=True)
 
   @property
   def is_chief(self):
@@ -220,7 +231,8 @@ def session_config(cluster, config):
   config = tf.ConfigProto.FromString(config.SerializeToString())
   config.experimental.collective_group_leader = cluster.device_prefix(0)
   del config.device_filters[:]
-  config.device_filters.append(cluster.device_prefix())
+  if not cluster.in_graph:
+    config.device_filters.append(cluster.device_prefix())
   return config
 
 
@@ -238,8 +250,100 @@ def session_target(cluster, config):
       raise InputError("%s: cannot start this process's server at %s (%s); is the port free?" %
                        (cluster.source, task.address, str(e).splitlines()[0][:120]))
     logging.info("Joined the cluster as %s; chief: %s; %d processes (%s)", cluster.describe(),
-                 cluster.describe(0), cluster.num_workers, cluster.source)
+                 cluster.describe(0), len(cluster.tasks), cluster.source)
   return _SERVER["server"].target
+
+
+_RELEASE_QUEUE = "bert_mgpu_release"
+
+
+def _release_queue(cluster, rank):
+  """The queue on task `rank`'s CPU through which the chief releases that task (any graph)."""
+  with tf.device(cluster.device_prefix(rank) + "/device:CPU:0"):
+    return tf.FIFOQueue(1, [tf.int32], shapes=[[]], shared_name=_RELEASE_QUEUE,
+                        name="release_task_%d" % rank)
+
+
+def serve_chief_graph(cluster, config, timeout_s, poll_s=2.0):
+  """Serves this task's devices to the chief's one graph until the chief is done with them.
+
+  A task other than the chief of an in-graph run (--placement=inter_first) builds nothing: its
+  server runs the pieces of the chief's graph placed on its devices. It waits for the chief's
+  release (sent at the chief's exit, see `release_tasks`), and gives up, with a one-line error,
+  when the chief has not shown up within `timeout_s` or disappears without releasing it.
+
+  Args:
+    cluster: Cluster of this (non-chief) task.
+    config: ConfigProto of this task's server: its devices (device_count, GPUs).
+    timeout_s: seconds to wait for the chief to listen.
+    poll_s: how often to check that the chief is still there.
+
+  Raises:
+    InputError: the chief never came or dropped out.
+  """
+  target = session_target(cluster, config)
+  logging.info("%s serves its devices to the chief's graph (--placement=inter_first); the "
+               "chief %s reads the data and writes every output", cluster.describe(),
+               cluster.describe(0))
+  chief_address = cluster.tasks[0].address
+  with tf.Graph().as_default():
+    released = _release_queue(cluster, cluster.rank).dequeue()
+    with tf.Session(target, config=session_config(cluster, config)) as sess:
+      started, seen = time.time(), False
+      while True:
+        try:
+          sess.run(released, options=tf.RunOptions(timeout_in_ms=int(poll_s * 1000)))
+          logging.info("Released by the chief %s: done", cluster.describe(0))
+          return
+        except tf.errors.DeadlineExceededError:
+          pass
+        if _reachable(chief_address, seconds=poll_s):
+          seen = True
+        elif seen:
+          raise InputError("the chief %s dropped out before releasing %s; relaunch every "
+                           "process to resume from its latest checkpoint" %
+                           (cluster.describe(0), cluster.describe()))
+        elif time.time() - started > timeout_s:
+          raise InputError("the chief %s is not reachable after %d s: start it with the same "
+                           "--worker_hosts, or raise --collective_timeout_s" %
+                           (cluster.describe(0), timeout_s))
+
+
+def release_tasks(cluster, config, timeout_s=10.0):
+  """The chief of an in-graph run lets every other task's `serve_chief_graph` return.
+
+  Tasks that no longer listen need no release; the Session is shown only the others (a Session
+  waits without end for a task it may see that does not answer).
+  """
+  ranks = [r for r in range(1, len(cluster.tasks)) if _reachable(cluster.tasks[r].address, 1.0)]
+  if not ranks:
+    return
+  config = session_config(cluster, config)
+  config.device_filters.extend([cluster.device_prefix(0)] + [cluster.device_prefix(r)
+                                                             for r in ranks])
+  with tf.Graph().as_default():
+    ops = [_release_queue(cluster, r).enqueue(0) for r in ranks]
+    try:
+      with tf.Session(session_target(cluster, config), config=config) as sess:
+        sess.run(ops, options=tf.RunOptions(timeout_in_ms=int(timeout_s * 1000)))
+    except tf.errors.OpError as e:
+      logging.warning("Could not release every task (%s)", type(e).__name__)
+
+
+def wait_for_tasks(cluster, timeout_s):
+  """Waits until every task's server listens (the chief of an in-graph run, before its Session).
+
+  Raises:
+    InputError: naming the tasks that did not come up within timeout_s.
+  """
+  deadline = time.time() + timeout_s
+  missing = list(range(1, len(cluster.tasks)))
+  while missing:
+    missing = [r for r in missing if not _reachable(cluster.tasks[r].address, seconds=1.0)]
+    if missing and time.time() > deadline:
+      raise InputError("%s not reachable after %d s: start every process with the same "
+                       "--worker_hosts and --placement, or raise --collective_timeout_s" %
+                       (", ".join(cluster.describe(r) for r in missing), timeout_s))
 
 
 def _fact_value(value):

@@ -169,6 +169,13 @@ class ParallelStrategy(object):
   def _suffix(device):
     return collective.device_suffix(device)
 
+  def _in_process(self, device, rank):
+    """The counterpart of this graph's `device` in process `rank` (itself in a one-graph run,
+    whose devices may already name other tasks)."""
+    if self.cluster.num_workers == 1:
+      return device
+    return self.cluster.device_prefix(rank) + self._suffix(device)
+
   def sum_over_processes(self, value):
     """A float32 scalar summed over all processes (itself in a one-process run)."""
     if self.cluster.num_workers == 1:
@@ -362,7 +369,7 @@ class AllReduceStrategy(ParallelStrategy):
                 self.num_stages - 1 for v in variables]
     reduced = [[None] * len(variables) for _ in self.devices]
     for stage in range(self.num_stages):
-      members = [self.cluster.device_prefix(p) + self._suffix(stages[stage])
+      members = [self._in_process(stages[stage], p)
                  for p in range(self.cluster.num_workers) for stages in replica_stages]
       shapes = [v.shape if stage_of[j] == stage and device_sums[0][j] is not None else None
                 for j, v in enumerate(variables)]

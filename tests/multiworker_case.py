@@ -39,6 +39,9 @@ TOWERS_TOTAL = 4
 # process; with 2 stages a process runs one tower of 2 stages and 2 micro-batches.
 CASES = [("shared", 1, 1), ("allreduce", 1, 1), ("shared", 2, 1), ("allreduce", 2, 1),
          ("shared", 1, 2), ("allreduce", 1, 2)]
+# --placement=inter_first: the chief's one graph holds 2 towers whose 2 stages span the two
+# processes; the other process only serves its devices.
+INTER_FIRST_CASES = [("shared", 1, 2), ("allreduce", 1, 2)]
 
 
 def data():
@@ -78,12 +81,13 @@ def process_rows(rank, num_workers, accum):
                          for start in range(0, UPDATES * ROWS_PER_UPDATE, micro)])
 
 
-def run(reduction, accum, cluster, init_values, stages=1):
-  """Two updates; returns {"loss_k", "grad/<var>" (update 1), "<var>" (after)} as numpy."""
+def run(reduction, accum, cluster, init_values, stages=1, placement="intra_first"):
+  """Two updates; returns {"loss_k", "grad/<var>" (update 1), "<var>" (after), "devices" (each
+  tower's stage devices), "variable_devices" (name=device of replica 0)} as numpy."""
   n_towers = TOWERS_TOTAL // cluster.num_workers // stages
   parallel = tower_utils.parallel_spec(n_towers, reduction, accum, pack_mb=0.01, cluster=cluster,
                                        collective_timeout_s=60, pipeline_stages=stages,
-                                       num_micro_batches=stages)
+                                       num_micro_batches=stages, placement=placement)
   spec = training.TrainSpec(
       output_dir=None, parallel=parallel,
       batch_size_per_tower=ROWS_PER_UPDATE * stages // (TOWERS_TOTAL * accum),
@@ -119,6 +123,9 @@ def run(reduction, accum, cluster, init_values, stages=1):
         out.update({n: v for n, v in results.items() if n.startswith("grad/")})
       out.update(sess.run(savable))
       out["checksums"] = np.array(sess.run(graph.strategy.consistency_check()))
+    out["devices"] = np.array(graph.strategy.tower_stages)
+    out["variable_devices"] = np.array(["%s=%s" % (v.op.name, v.device)
+                                        for v in graph.strategy.replica_variables[0]])
   return out
 
 
@@ -136,6 +143,18 @@ def main():
     out = run(reduction, accum, cluster, init_values, stages)
     np.savez(os.path.join(args.out, "%s_%d_%d_task%d.npz" % (reduction, accum, stages,
                                                              cluster.rank)), **out)
+  config = tower_utils.session_config(TOWERS_TOTAL // cluster.num_workers, cluster=cluster)
+  for reduction, accum, stages in INTER_FIRST_CASES:
+    if not cluster.is_chief:
+      cluster_lib.serve_chief_graph(cluster, config, timeout_s=60)
+      continue
+    in_graph = cluster.in_graph_view()
+    tower_utils.join_processes(tower_utils.parallel_spec(
+        2, pipeline_stages=2, cluster=in_graph, placement="inter_first"), {}, {})
+    out = run(reduction, accum, in_graph, init_values, stages, "inter_first")
+    cluster_lib.release_tasks(in_graph, config)
+    np.savez(os.path.join(args.out, "%s_%d_%d_inter_first.npz" % (reduction, accum, stages)),
+             **out)
 
 
 if __name__ == "__main__":

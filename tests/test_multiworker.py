@@ -13,6 +13,9 @@ import script_runner
 import tower_utils
 
 
+_NOT_NUMBERS = ("checksums", "devices", "variable_devices")
+
+
 @pytest.fixture(scope="module")
 def init_values(tmp_path_factory):
   """The starting weights of every run: one initialization, saved for the worker processes."""
@@ -39,9 +42,13 @@ def worker_results(init_values, tmp_path_factory):
                "--out=" + out] for i in range(2)]
   for proc in script_runner.run_processes(commands, timeout=400):
     assert proc.returncode == 0, proc.stderr[-3000:]
-  return {(reduction, accum, stages, task): dict(np.load(os.path.join(
+  results = {(reduction, accum, stages, task): dict(np.load(os.path.join(
       out, "%s_%d_%d_task%d.npz" % (reduction, accum, stages, task))))
-          for reduction, accum, stages in case.CASES for task in range(2)}
+             for reduction, accum, stages in case.CASES for task in range(2)}
+  results.update({(reduction, accum, stages, "inter_first"): dict(np.load(os.path.join(
+      out, "%s_%d_%d_inter_first.npz" % (reduction, accum, stages))))
+                  for reduction, accum, stages in case.INTER_FIRST_CASES})
+  return results
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +73,7 @@ def test_two_processes_of_two_towers_equal_one_process_of_four(init_values, work
   assert any(name.endswith("/adam_m") for name in reference)
   assert any(name.startswith("grad/") for name in reference)
   for name in reference:
-    if name == "checksums":
+    if name in _NOT_NUMBERS:
       continue
     np.testing.assert_allclose(chief[name], reference[name], atol=1e-5, rtol=0, err_msg=name)
     # Both processes hold the same values (each applies the same update to its own copy).
@@ -76,6 +83,36 @@ def test_two_processes_of_two_towers_equal_one_process_of_four(init_values, work
   # The updates moved the weights, so equality is not between two untouched states.
   moved = max(np.max(np.abs(reference[n] - init_values[1][n])) for n in init_values[1])
   assert moved > 1e-3
+
+
+def _task_device(task, index):
+  return "/job:worker/replica:0/task:%d/device:CPU:%d" % (task, index)
+
+
+@pytest.mark.parametrize("reduction,accum,stages", case.INTER_FIRST_CASES)
+def test_both_placements_equal_one_process_with_the_device_maps_they_promise(
+    init_values, worker_results, references, reduction, accum, stages):
+  """2 processes x 2 devices, 2 towers of 2 stages: intra_first (a process holds a whole tower)
+  and inter_first (a tower's stages span the processes) give the one-process result."""
+  reference = references[accum]
+  inter = worker_results[(reduction, accum, stages, "inter_first")]
+  intra = [worker_results[(reduction, accum, stages, task)] for task in range(2)]
+  for name in reference:
+    if name not in _NOT_NUMBERS:
+      np.testing.assert_allclose(inter[name], reference[name], atol=1e-5, rtol=0, err_msg=name)
+      np.testing.assert_allclose(inter[name], intra[0][name], atol=1e-5, rtol=0, err_msg=name)
+  # inter_first: tower i's stage s is device i of process s.
+  assert inter["devices"].tolist() == [[_task_device(0, 0), _task_device(1, 0)],
+                                       [_task_device(0, 1), _task_device(1, 1)]]
+  # intra_first: each process's tower has both stages on that process's devices.
+  for task in range(2):
+    assert intra[task]["devices"].tolist() == [[_task_device(task, 0), _task_device(task, 1)]]
+  # The cut puts layer 0 on stage 0 and layer 1 (and the head) on stage 1: in inter_first the
+  # variables themselves live in the other process.
+  placed = dict(item.split("=") for item in inter["variable_devices"])
+  assert placed["bert/encoder/layer_0/output/dense/kernel"] == _task_device(0, 0)
+  assert placed["bert/encoder/layer_1/output/dense/kernel"] == _task_device(1, 0)
+  assert placed["output_weights"] == _task_device(1, 0)
 
 
 def test_each_process_feeds_a_disjoint_share_of_every_micro_batch():

@@ -125,6 +125,7 @@ def test_processes_started_with_different_flags_are_refused(task, tmp_path):
 
 def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
   lone_hosts = _hosts()
+  inter_hosts = [_hosts(), _hosts()]
   cases = [
       ({"TF_CONFIG": '{"cluster": '}, ["--worker_hosts="], "TF_CONFIG is not valid JSON"),
       ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]},
@@ -140,6 +141,19 @@ def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
       # Only the chief is started: the other task never answers.
       ({}, ["--worker_hosts=%s" % lone_hosts, "--task_index=0", "--collective_timeout_s=5"],
        "task 1 (worker:1 at %s) not reachable" % lone_hosts.split(",")[1]),
+      ({}, ["--worker_hosts=", "--placement=inter_first", "--pipeline_stages=2", "--n_gpus=2"],
+       "--placement=inter_first: expected several processes"),
+      ({}, ["--worker_hosts=localhost:1,localhost:2", "--task_index=0", "--n_gpus=1",
+            "--placement=inter_first", "--pipeline_stages=3"],
+       "2 processes x --n_gpus=1 devices are not a multiple of --pipeline_stages=3"),
+      # inter_first, one process alone: the chief waits for the other, the other for the chief.
+      ({}, ["--worker_hosts=%s" % inter_hosts[0], "--task_index=0", "--placement=inter_first",
+            "--pipeline_stages=2", "--collective_timeout_s=5"],
+       "task 1 (worker:1 at %s) not reachable" % inter_hosts[0].split(",")[1]),
+      ({}, ["--worker_hosts=%s" % inter_hosts[1], "--task_index=1", "--placement=inter_first",
+            "--pipeline_stages=2", "--collective_timeout_s=5"],
+       "the chief task 0 (worker:0 at %s) is not reachable after 5 s" %
+       inter_hosts[1].split(",")[0]),
   ]
   procs = []
   for env, flags, _ in cases:
@@ -197,3 +211,23 @@ def test_pretraining_and_rewrite_train_with_two_processes_and_resume(script, dat
     assert len(predictions) == _count_records(data["dynamic_mlm"])
   else:
     assert len(predictions) == num_test
+
+
+def test_inter_first_tower_spans_the_processes_and_the_chief_writes_everything(task, tmp_path):
+  """--placement=inter_first with 2 processes x 1 device and 2 stages: one tower whose stage s
+  runs in process s; the chief trains, evaluates and predicts, the other only serves."""
+  out = tmp_path / "out"
+  chief, worker = run_processes(_commands(
+      task, out, _hosts(), "--do_train", "--do_eval", "--do_predict", "--num_train_epochs=1",
+      "--pipeline_stages=2", "--num_micro_batches=2", "--placement=inter_first"), timeout=300)
+  assert chief.returncode == 0, chief.stderr[-3000:]
+  assert worker.returncode == 0, worker.stderr[-3000:]
+  log = chief.stderr
+  assert "tower 0 stage 0 -> /job:worker/replica:0/task:0/device:CPU:0" in log
+  assert "tower 0 stage 1 -> /job:worker/replica:0/task:1/device:CPU:0" in log
+  # One graph reads all the data: the global batch is 4 rows x 1 tower, 64 rows in 16 steps.
+  assert "global batch 4 (4 x 1 towers x 1 processes x 1 accumulation steps), 16 steps" in log
+  assert "serves its devices to the chief's graph" in worker.stderr
+  assert "Released by the chief" in worker.stderr
+  assert len((out / "predict.txt").read_text().splitlines()) == 13
+  assert "global_step = 16" in (out / "eval_results.txt").read_text()
