@@ -458,9 +458,16 @@ def _jit_scope(use_xla):
 
 
 def _local_sum(tower_grads, device):
-  """Sums, on `device`, the gradient lists of the towers running there (one list per tower)."""
-  with tf.device(device), tf.name_scope("local_gradient_sum"):
-    return [strategies.sum_gradients(grads) for grads in zip(*tower_grads)]
+  """Sums the gradient lists of the towers running on `device` (one list per tower), each
+  variable's where its gradients are (a pipelined tower's are on its stages' devices)."""
+  sums = []
+  with tf.name_scope("local_gradient_sum"):
+    for grads in zip(*tower_grads):
+      first = next((g for g in grads if g is not None), None)
+      anchor = first.values if isinstance(first, tf.IndexedSlices) else first
+      with tf.colocate_with(anchor) if anchor is not None else tf.device(device):
+        sums.append(strategies.sum_gradients(grads))
+  return sums
 
 
 def average_gradients(tower_grads):

@@ -9,8 +9,10 @@ The cut (`plan_stages`). The encoder layers are split into K contiguous groups. 
 (but for the word-embedding table) go with the first stage, the pooler and every task head with
 the last. The word-embedding table is used by the first stage (lookup) and, when the head ties
 it (masked LM, rewrite output layer), by the last; it is placed with whichever stage balances
-better, and the other reads it across devices. One copy, stock names, and the update equals the
-unsplit model's: TensorFlow sums both uses' gradients into one. The split minimises the
+better. The lookup's gather runs where the table is, so only the looked-up rows (and their
+gradient) cross to the first stage; a tied output layer on the other stage reads the whole
+table (and sends back its dense gradient) every step. One copy, stock names, and the update
+equals the unsplit model's: TensorFlow sums both uses' gradients into one. The split minimises the
 largest stage's parameters (and so its gradients and Adam slots: memory is why one pipelines),
 with the layers' FLOPs breaking ties. A stage that holds the word-embedding table then holds
 fewer layers and computes less; the others set the pace.
@@ -39,6 +41,7 @@ import tensorflow.compat.v1 as tf
 from cli import InputError
 
 _VARIABLE_OP_TYPES = frozenset(["Variable", "VariableV2", "VarHandleOp", "AutoReloadVariable"])
+_GATHER_OP_TYPES = frozenset(["GatherV2", "ResourceGather"])
 
 StagePlan = collections.namedtuple("StagePlan", [
     "layer_stage",  # stage of each encoder layer
@@ -136,6 +139,8 @@ class StagePlacer(object):
     def embeddings_device(op):
       if op.type in _VARIABLE_OP_TYPES and op.name.endswith("word_embeddings"):
         return word_device
+      if op.type in _GATHER_OP_TYPES and "word_embeddings" in op.inputs[0].name:
+        return word_device  # Only the looked-up rows cross to the first stage, not the table.
       return first
 
     return embeddings_device

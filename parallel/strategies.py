@@ -250,6 +250,8 @@ def sum_gradients(grads, scale=None):
   grads = [g for g in grads if g is not None]
   if not grads:
     return None
+  if len(grads) == 1 and scale is None:
+    return grads[0]
   if any(isinstance(g, tf.IndexedSlices) for g in grads):
     slices = [g if isinstance(g, tf.IndexedSlices) else _dense_to_slices(g) for g in grads]
     values = tf.concat([s.values for s in slices], axis=0)

@@ -119,6 +119,11 @@ def test_stages_and_micro_batches_update_like_the_unsplit_classifier(classifier_
     match = re.match(r"bert/encoder/layer_(\d+)/", var.op.name)
     if match:
       assert var.device == devices[plan.layer_stage[int(match.group(1))]], var.op.name
+  # The lookup runs where the word table is: only the looked-up rows leave its stage.
+  table_device = devices[plan.word_embedding_stage]
+  gathers = [op for op in graph.get_operations() if op.type in ("GatherV2", "ResourceGather")
+             and "word_embeddings" in op.inputs[0].name]
+  assert len(gathers) == micro and all(op.device == table_device for op in gathers)
 
 
 @pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 2)])
