@@ -9,7 +9,9 @@ in CUDA_VISIBLE_DEVICES), so `n_gpus` may exceed the number of cards and several
 one. With no GPU, tower i gets its own virtual CPU device `/device:CPU:i`
 (`ConfigProto(device_count={"CPU": n})`, see `session_config`), so every multi-tower code path runs
 and is tested on a CPU-only machine. In a multi-process run (parallel/cluster.py), every process
-has its own `n_gpus` towers on its own devices (`/job:worker/replica:0/task:k/device:...`).
+has its own `n_gpus` towers on its own devices (`/job:worker/replica:0/task:k/device:...`), but
+with `placement="inter_first"`, where the chief's one graph holds every tower and a tower's
+pipeline stages span the processes (`stage_devices`).
 
 What a tower does. Each tower takes an equal slice of the process's micro-batch
 (`train_batch_size * n_gpus` rows), runs its forward and backward pass on its own device
