@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Sets up the venv (as demo.sh does) and runs the whole test suite on CPU.
-#   bash scripts/test.sh [pytest args]
+#   bash scripts/test.sh                      # every test
+#   bash scripts/test.sh tests/test_towers.py  # only what you name (files, -k, ...)
 source "$(dirname "$0")/setup_env.sh"
 export CUDA_VISIBLE_DEVICES=""
-python -m pytest -q -p no:cacheprovider tests "$@"
+if [ "$#" -eq 0 ]; then
+  set -- tests
+fi
+python -m pytest -q -p no:cacheprovider "$@"
