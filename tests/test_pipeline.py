@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+import cli
 import modeling
 import optimization
+from parallel import cluster as cluster_lib
 from parallel import pipeline
 import run_pretraining_mgpu
 from script_runner import CHINESE_VOCAB, assert_one_line_error, run_script, \
@@ -211,3 +213,24 @@ def test_pipeline_flags_that_do_not_divide_are_one_line_errors(tmp_path, flags, 
                     "--output_dir=%s" % (tmp_path / "out"), "--max_seq_length=16",
                     "--train_batch_size=4", "--do_train", *flags)
   assert_one_line_error(proc, message)
+
+
+def test_placements_map_stages_to_the_devices_they_promise():
+  """inter_first takes the devices of all processes local index first; intra_first keeps a
+  tower in its own process. (2 processes x 3 devices, 3 stages.)"""
+  tasks = [cluster_lib.Task("worker", i, "localhost:%d" % (1 + i)) for i in range(2)]
+
+  def device(task, index):
+    return "/job:worker/replica:0/task:%d/device:CPU:%d" % (task, index)
+
+  inter = tower_utils.parallel_spec(2, cluster=cluster_lib.Cluster(tasks, 0, "test")
+                                    .in_graph_view(), pipeline_stages=3,
+                                    placement="inter_first")
+  assert tower_utils.stage_devices(inter) == [[device(0, 0), device(1, 0), device(0, 1)],
+                                              [device(1, 1), device(0, 2), device(1, 2)]]
+  assert tower_utils.devices_per_process(inter) == 3
+  intra = tower_utils.parallel_spec(1, cluster=cluster_lib.Cluster(tasks, 1, "test"),
+                                    pipeline_stages=3)
+  assert tower_utils.stage_devices(intra) == [[device(1, 0), device(1, 1), device(1, 2)]]
+  with pytest.raises(cli.InputError, match="--placement=inter_first: expected several"):
+    tower_utils.parallel_spec(1, pipeline_stages=2, placement="inter_first")
