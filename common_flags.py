@@ -147,6 +147,48 @@ def define_speed_flags():
           "one all-reduce per buffer.")
 
 
+def define_length_flags():
+  """Length-aware batches of the fine-tuning scripts (input_pipeline.LengthOptions)."""
+  _define("bool", "pad_to_batch_max", True,
+          "Pad each batch only to its longest example (rounded up to --pad_to_multiple_of, at "
+          "most --max_seq_length) instead of to --max_seq_length, in training, eval and "
+          "predict. Predictions are the same within float rounding; short texts run much "
+          "faster. With --use_xla each distinct length compiles once.")
+  _define("integer", "pad_to_multiple_of", 8,
+          "With --pad_to_batch_max: round each batch's length up to a multiple of this (8 suits "
+          "GPU tensor cores and limits the number of shapes XLA compiles).")
+  _define("bool", "bucket_by_length", False,
+          "Training: put examples of similar length in the same batch, so batches carry less "
+          "padding. Each window of --bucket_window batches of shuffled examples is sorted by "
+          "length, cut into batches and the batches shuffled; every example is still seen once "
+          "per epoch. Needs --pad_to_batch_max.")
+  _define("integer", "bucket_window", 32,
+          "With --bucket_by_length: batches per sorting window (larger: less padding, less "
+          "random batches).")
+
+
+def length_options(is_training):
+  """The input_pipeline.LengthOptions of the length flags (flags checked in tower_flag_checks)."""
+  import input_pipeline  # pylint: disable=g-import-not-at-top
+  if "pad_to_batch_max" not in FLAGS or not FLAGS.pad_to_batch_max:
+    return input_pipeline.FIXED_LENGTH
+  return input_pipeline.LengthOptions(
+      FLAGS.pad_to_multiple_of, FLAGS.bucket_window if is_training and FLAGS.bucket_by_length
+      else 0)
+
+
+def record_input_fn(record_file, name_to_features, is_training):
+  """input_fn(rows, seed, shard) over one TFRecord file, with the run's length options."""
+  import input_pipeline  # pylint: disable=g-import-not-at-top
+  lengths = length_options(is_training)
+
+  def input_fn(rows, seed, shard):
+    return input_pipeline.record_dataset([record_file], name_to_features, rows, is_training,
+                                         seed=seed, shard=shard, lengths=lengths)
+
+  return input_fn
+
+
 def define_epoch_flags():
   """--num_train_epochs and --warmup_proportion (run_classifier.py's schedule flags)."""
   _define("float", "num_train_epochs", 3.0, "Total number of training epochs.")
@@ -293,9 +335,13 @@ _FLAG_RANGES = {
 def tower_flag_checks():
   """Checks the batch sizes, learning rate, schedule, speed and cluster flags (InputError)."""
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-               "save_checkpoints_steps", "log_every_n_steps"):
+               "save_checkpoints_steps", "log_every_n_steps", "pad_to_multiple_of",
+               "bucket_window"):
     if name in FLAGS:
       cli.require_positive(getattr(FLAGS, name), name)
+  if "bucket_by_length" in FLAGS and FLAGS.bucket_by_length and not FLAGS.pad_to_batch_max:
+    raise cli.InputError("--bucket_by_length needs --pad_to_batch_max (bucketing only saves "
+                         "time when each batch is padded to its longest example)")
   # run_rewrite_finetune.py's default 0 means "from --num_train_epochs".
   if "num_train_steps" in FLAGS and (FLAGS.num_train_steps or FLAGS["num_train_steps"].default):
     cli.require_positive(FLAGS.num_train_steps, "num_train_steps")

@@ -24,7 +24,6 @@ import tensorflow.compat.v1 as tf
 import classifier_data
 import cli
 import common_flags
-import input_pipeline
 import modeling
 import saved_model_export
 import training
@@ -36,6 +35,7 @@ common_flags.define_mode_flags()
 common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
+common_flags.define_length_flags()
 saved_model_export.define_flags()
 
 flags.DEFINE_string("data_dir", None,
@@ -127,14 +127,9 @@ def make_tower_fn(bert_config, num_labels, is_training):
 
 
 def make_input_fn(record_file, is_training):
-  """input_fn(rows, seed, shard) reading classification records."""
-
-  def input_fn(rows, seed, shard):
-    return input_pipeline.record_dataset(
-        [record_file], classifier_data.name_to_features(FLAGS.max_seq_length), rows,
-        is_training, seed=seed, shard=shard)
-
-  return input_fn
+  """input_fn(rows, seed, shard) reading classification records (length-aware batches)."""
+  return common_flags.record_input_fn(
+      record_file, classifier_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
 def classification_report(probabilities, per_example_loss, label_ids, label_list):

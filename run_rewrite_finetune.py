@@ -58,6 +58,7 @@ common_flags.define_mode_flags()
 common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
+common_flags.define_length_flags()
 saved_model_export.define_flags()
 
 flags.DEFINE_string("data_dir", None,
@@ -104,14 +105,9 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
 
 
 def make_input_fn(record_file, is_training):
-  """input_fn(rows, seed, shard) over packed rewrite records."""
-
-  def input_fn(rows, seed, shard):
-    return input_pipeline.record_dataset(
-        [record_file], rewrite_data.name_to_features(FLAGS.max_seq_length), rows, is_training,
-        seed=seed, shard=shard)
-
-  return input_fn
+  """input_fn(rows, seed, shard) over packed rewrite records (length-aware batches)."""
+  return common_flags.record_input_fn(
+      record_file, rewrite_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
 class Pipeline(object):
