@@ -190,18 +190,28 @@ def record_input_fn(record_file, name_to_features, is_training):
 
 
 def define_epoch_flags():
-  """--num_train_epochs and --warmup_proportion (run_classifier.py's schedule flags)."""
+  """--num_train_epochs, --num_train_steps and --warmup_proportion (the fine-tuning schedule)."""
   _define("float", "num_train_epochs", 3.0, "Total number of training epochs.")
   _define("float", "warmup_proportion", 0.1,
           "Proportion of training for linear learning rate warm-up (0.1 = 10%).")
+  define_num_train_steps(0, "Train this many steps (updates of the global batch) instead of "
+                            "--num_train_epochs (0: from the epochs).")
+
+
+def define_num_train_steps(default, help_text):
+  """--num_train_steps (defined once, whichever run script is imported first)."""
+  _define("integer", "num_train_steps", default, help_text)
 
 
 def epoch_schedule(num_examples):
-  """(num_train_steps, num_warmup_steps) for --num_train_epochs over `num_examples` examples.
+  """(num_train_steps, num_warmup_steps): --num_train_steps when given, else from
+  --num_train_epochs over `num_examples` examples.
 
   Steps count updates of the effective batch (see global_batch_size); at least one.
   """
-  num_train_steps = max(1, int(num_examples / global_batch_size() * FLAGS.num_train_epochs))
+  num_train_steps = FLAGS.num_train_steps if FLAGS["num_train_steps"].present else 0
+  if not num_train_steps:
+    num_train_steps = max(1, int(num_examples / global_batch_size() * FLAGS.num_train_epochs))
   return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
 
 

@@ -74,8 +74,6 @@ flags.DEFINE_integer("max_target_length", 32,
                      "truncated, keeping their head; the count is logged).")
 flags.DEFINE_integer("min_target_length", 1,
                      "Shortest rewrite, in tokens, that decoding may produce (1: never empty).")
-flags.DEFINE_integer("num_train_steps", 0,
-                     "Train this many steps instead of num_train_epochs (0: use the epochs).")
 flags.DEFINE_integer("beam_size", 4, "Beam width for --do_eval/--do_predict; 1 = greedy search.")
 flags.DEFINE_float("length_penalty", 1.0,
                    "Beam search ranks finished hypotheses by log P / ((5 + length) / 6) ** "
@@ -130,9 +128,6 @@ class Pipeline(object):
   def train(self, record_file, num_examples):
     """Trains on packed records with training.train (towers, checkpoints, resume)."""
     num_train_steps, num_warmup_steps = common_flags.epoch_schedule(num_examples)
-    if FLAGS.num_train_steps:
-      num_train_steps = FLAGS.num_train_steps
-      num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
     common_flags.log_training_plan(num_examples, num_train_steps)
     return training.train(
         rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length),
