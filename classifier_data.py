@@ -78,7 +78,14 @@ class DataProcessor(object):
   def get_dev_examples(self, data_dir):
     raise NotImplementedError()
 
+  # The test set's file name in data_dir.
+  TEST_FILE = "test.tsv"
+
   def get_test_examples(self, data_dir):
+    return self.read_test_file(os.path.join(data_dir, self.TEST_FILE))
+
+  def read_test_file(self, path):
+    """Examples of a test file in the task's layout (any path, e.g. --predict_file)."""
     raise NotImplementedError()
 
   def get_labels(self):
@@ -115,8 +122,9 @@ class XnliProcessor(DataProcessor):
         e.label = "contradiction"
     return examples
 
-  def _xnli_split(self, data_dir, name):
-    path = os.path.join(data_dir, "xnli.%s.tsv" % name)
+  TEST_FILE = "xnli.test.tsv"
+
+  def _xnli_split(self, path, name):
     examples = []
     for i, (line_number, fields) in enumerate(read_tsv(path)):
       if i == 0:
@@ -131,10 +139,10 @@ class XnliProcessor(DataProcessor):
     return examples
 
   def get_dev_examples(self, data_dir):
-    return self._xnli_split(data_dir, "dev")
+    return self._xnli_split(os.path.join(data_dir, "xnli.dev.tsv"), "dev")
 
-  def get_test_examples(self, data_dir):
-    return self._xnli_split(data_dir, "test")
+  def read_test_file(self, path):
+    return self._xnli_split(path, "test")
 
   def get_labels(self):
     return ["contradiction", "entailment", "neutral"]
@@ -153,9 +161,10 @@ class MnliProcessor(DataProcessor):
     return self._examples(os.path.join(data_dir, "dev_matched.tsv"), "dev_matched", True,
                           (8, 9, -1), self._LAYOUT)
 
-  def get_test_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "test_matched.tsv"), "test", True,
-                          (8, 9, None), self._LAYOUT)
+  TEST_FILE = "test_matched.tsv"
+
+  def read_test_file(self, path):
+    return self._examples(path, "test", True, (8, 9, None), self._LAYOUT)
 
   def get_labels(self):
     return ["contradiction", "entailment", "neutral"]
@@ -174,9 +183,8 @@ class MrpcProcessor(DataProcessor):
     return self._examples(os.path.join(data_dir, "dev.tsv"), "dev", True, (3, 4, 0),
                           self._LAYOUT)
 
-  def get_test_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "test.tsv"), "test", True, (3, 4, None),
-                          self._LAYOUT)
+  def read_test_file(self, path):
+    return self._examples(path, "test", True, (3, 4, None), self._LAYOUT)
 
   def get_labels(self):
     return ["0", "1"]
@@ -195,9 +203,8 @@ class ColaProcessor(DataProcessor):
     return self._examples(os.path.join(data_dir, "dev.tsv"), "dev", False, (3, None, 1),
                           self._LAYOUT)
 
-  def get_test_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "test.tsv"), "test", True, (1, None, None),
-                          "index, sentence")
+  def read_test_file(self, path):
+    return self._examples(path, "test", True, (1, None, None), "index, sentence")
 
   def get_labels(self):
     return ["0", "1"]
@@ -251,8 +258,8 @@ class TsvProcessor(DataProcessor):
   def get_dev_examples(self, data_dir):
     return self._read(os.path.join(data_dir, "dev.tsv"), "dev", need_label=True)
 
-  def get_test_examples(self, data_dir):
-    return self._read(os.path.join(data_dir, "test.tsv"), "test", need_label=False)
+  def read_test_file(self, path):
+    return self._read(path, "test", need_label=False)
 
   def get_labels(self):
     if self._labels is None:
@@ -344,6 +351,69 @@ class TsvProcessor(DataProcessor):
     if columns[2] is not None:
       names.append("label (col %d)" % (columns[2] + 1 if columns[2] >= 0 else columns[2]))
     return ", ".join(names)
+
+
+PREDICT_FORMATS = ("auto", "tsv", "text")
+STDIN = "-"
+
+
+def read_text_examples(path, name=None):
+  """One example per line of a plain UTF-8 text file: the whole line is text_a.
+
+  An empty line is an example too (its prediction keeps the line's place in the output), so
+  the output has exactly one line per input line.
+  """
+  examples = [InputExample("predict-%d" % line_number, tokenization.convert_to_unicode(text))
+              for line_number, text in cli.text_lines(path)]
+  if not examples:
+    raise InputError("%s: empty file: no lines to predict" % (name or path))
+  return examples
+
+
+def read_predict_file(processor, path, fmt="auto", stdin=None):
+  """The examples of --predict_file: a test file in the task's layout, or plain text.
+
+  Args:
+    processor: the task's DataProcessor (read_test_file reads its TSV layout).
+    path: a file, or "-" for `stdin`.
+    fmt: "tsv" (the task's test layout: a header, blank lines skipped, as test.tsv), "text"
+      (one example per line, every line kept) or "auto" (tsv when some line holds a tab).
+    stdin: binary stream read when path is "-" (default sys.stdin.buffer).
+
+  Returns:
+    list of InputExample, input order.
+
+  Raises:
+    InputError naming the file (`-` for stdin) and line.
+  """
+  import sys  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  if fmt not in PREDICT_FORMATS:
+    raise InputError("--predict_format=%s: expected one of %s" % (fmt, ", ".join(PREDICT_FORMATS)))
+  if path != STDIN:
+    cli.require_file(path, "predict_file")
+    return _read_predict_path(processor, path, fmt, path)
+  data = (stdin or sys.stdin.buffer).read()
+  with tempfile.TemporaryDirectory(prefix="bert-mgpu-stdin-") as tmp:
+    tmp_path = os.path.join(tmp, "stdin")
+    with open(tmp_path, "wb") as f:
+      f.write(data)
+    try:
+      return _read_predict_path(processor, tmp_path, fmt, "<stdin>")
+    except InputError as e:
+      raise InputError(str(e).replace(tmp_path, "<stdin>"))
+
+
+def _read_predict_path(processor, path, fmt, name):
+  if fmt == "auto":
+    with open(path, "rb") as f:
+      fmt = "tsv" if b"\t" in f.read() else "text"
+    logging.info("--predict_file=%s: read as %s", name,
+                 "TSV in the task's test layout" if fmt == "tsv" else "plain text, one example "
+                 "per line")
+  if fmt == "text":
+    return read_text_examples(path, name)
+  return processor.read_test_file(path)
 
 
 def truncate_tokens(tokens, budget, mode):

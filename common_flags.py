@@ -67,7 +67,7 @@ def define_training_flags(default_learning_rate=5e-5):
           "CUDA_VISIBLE_DEVICES (on CPU-only machines, on virtual CPU device i). The global "
           "batch per update is train_batch_size * n_gpus * grad_accum_steps.")
   _define("integer", "train_batch_size", 32, "Training batch size per tower.")
-  _define("integer", "eval_batch_size", 8, "Batch size for eval.")
+  _define("integer", "eval_batch_size", 8, "Batch size for eval, per tower.")
   _define("integer", "predict_batch_size", 8, "Batch size for predict, per tower.")
   _define("float", "learning_rate", default_learning_rate, "The peak learning rate for Adam.")
   _define("integer", "save_checkpoints_steps", 1000, "How often to save a checkpoint (steps).")
@@ -187,6 +187,66 @@ def record_input_fn(record_file, name_to_features, is_training):
                                          seed=seed, shard=shard, lengths=lengths)
 
   return input_fn
+
+
+def define_periodic_eval_flags():
+  """Evaluation during training, the best checkpoint and early stopping (periodic_eval.py)."""
+  _define("integer", "eval_every_n_steps", 0,
+          "Evaluate on the dev set every this many steps during training (and at its end), "
+          "saving a checkpoint there first; metrics go to TensorBoard (output_dir/eval) and "
+          "output_dir/eval_history.tsv. 0: only --do_eval after training.")
+  _define("string", "best_metric", "eval_accuracy",
+          "The eval metric that picks the best checkpoint: a key of eval_results.txt, e.g. "
+          "eval_accuracy, macro_f1, f1_<label>, eval_loss (metrics with 'loss' in their name: "
+          "lower is better; others: higher).")
+  _define("bool", "keep_best", False,
+          "With --eval_every_n_steps: keep the best checkpoint by --best_metric in "
+          "output_dir/best/, apart from the rolling checkpoints (--keep_checkpoint_max never "
+          "deletes it; a resumed run keeps comparing against it).")
+  _define("integer", "early_stopping_patience", 0,
+          "With --eval_every_n_steps: stop training after this many evaluations in a row "
+          "without a better --best_metric (the checkpoint of the stop is saved). 0: never.")
+  _define("bool", "use_best_checkpoint", False,
+          "Evaluate, predict and export with the checkpoint kept by --keep_best "
+          "(output_dir/best/) instead of the latest one.")
+
+
+def check_periodic_eval_flags(parallel_spec):
+  """Raises InputError for evaluation-during-training flags that cannot work together."""
+  for name in ("eval_every_n_steps", "early_stopping_patience"):
+    if getattr(FLAGS, name) < 0:
+      raise cli.InputError("--%s=%d: expected an integer >= 0 (0: off)" %
+                           (name, getattr(FLAGS, name)))
+  for name in ("keep_best", "early_stopping_patience"):
+    if getattr(FLAGS, name) and not FLAGS.eval_every_n_steps:
+      raise cli.InputError("--%s needs evaluation during training: set --eval_every_n_steps "
+                           "(and provide the dev set)" % name)
+  if FLAGS.use_best_checkpoint and FLAGS.do_train and not FLAGS.keep_best:
+    raise cli.InputError("--use_best_checkpoint with --do_train needs --keep_best (and "
+                         "--eval_every_n_steps) to keep a best checkpoint")
+  if FLAGS.early_stopping_patience and parallel_spec.cluster.tasks:
+    raise cli.InputError("--early_stopping_patience is not supported with several processes "
+                         "yet (only the chief evaluates); use --keep_best and stop by steps")
+
+
+def periodic_eval(evaluate_fn):
+  """A periodic_eval.PeriodicEval from the flags, or None without --eval_every_n_steps."""
+  import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
+  if not FLAGS.eval_every_n_steps:
+    return None
+  return periodic_eval_lib.PeriodicEval(evaluate_fn, FLAGS.eval_every_n_steps, FLAGS.best_metric,
+                                        FLAGS.output_dir, FLAGS.keep_best,
+                                        FLAGS.early_stopping_patience)
+
+
+def eval_checkpoint():
+  """The checkpoint to evaluate, predict and export with: the best (--use_best_checkpoint),
+  else the latest of --output_dir, else --init_checkpoint."""
+  import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
+  import training  # pylint: disable=g-import-not-at-top
+  if "use_best_checkpoint" in FLAGS and FLAGS.use_best_checkpoint:
+    return periodic_eval_lib.best_checkpoint(FLAGS.output_dir)
+  return training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
 
 
 def define_epoch_flags():
