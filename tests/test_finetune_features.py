@@ -193,3 +193,28 @@ def test_keep_best_without_evaluation_is_a_one_line_error_before_training(finetu
   assert_one_line_error(proc, "--keep_best needs evaluation during training",
                         "--eval_every_n_steps")
   assert not any(name.startswith("model.ckpt") for name in os.listdir(tmp_path))
+
+
+def test_early_stopping_ends_training_with_the_checkpoint_saved_and_a_rerun_trains_no_more(
+    tmp_path, caplog):
+  from test_speed_features import _input_fn, _spec, _tower_fn  # pylint: disable=g-import-not-at-top
+  curve = {2: 0.5, 4: 0.4, 6: 0.45, 8: 0.3, 10: 0.2}
+  evaluated = []
+
+  def evaluate(checkpoint):
+    step = training.checkpoint_step(checkpoint)
+    evaluated.append(step)
+    return {"eval_loss": curve[step]}
+
+  spec = _spec(output_dir=str(tmp_path), n_towers=1, batch_size_per_tower=3, num_train_steps=10,
+               log_every_n_steps=5)
+  make = lambda: periodic_eval.PeriodicEval(evaluate, 2, "eval_loss", str(tmp_path),
+                                            keep_best=True, patience=1)
+  assert training.train(_tower_fn, _input_fn(), spec, make())["global_step"] == 6
+  assert evaluated == [2, 4, 6]
+  assert training.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-6")
+  assert periodic_eval.best_checkpoint(str(tmp_path)).endswith("model.ckpt-4")
+  with caplog.at_level("INFO"):
+    assert training.train(_tower_fn, _input_fn(), spec, make())["global_step"] == 6
+  assert "Training stopped early at step 6 (no improvement since step 4)" in caplog.text
+  assert evaluated == [2, 4, 6]
