@@ -353,67 +353,9 @@ class TsvProcessor(DataProcessor):
     return ", ".join(names)
 
 
-PREDICT_FORMATS = ("auto", "tsv", "text")
-STDIN = "-"
-
-
-def read_text_examples(path, name=None):
-  """One example per line of a plain UTF-8 text file: the whole line is text_a.
-
-  An empty line is an example too (its prediction keeps the line's place in the output), so
-  the output has exactly one line per input line.
-  """
-  examples = [InputExample("predict-%d" % line_number, tokenization.convert_to_unicode(text))
-              for line_number, text in cli.text_lines(path)]
-  if not examples:
-    raise InputError("%s: empty file: no lines to predict" % (name or path))
-  return examples
-
-
-def read_predict_file(processor, path, fmt="auto", stdin=None):
-  """The examples of --predict_file: a test file in the task's layout, or plain text.
-
-  Args:
-    processor: the task's DataProcessor (read_test_file reads its TSV layout).
-    path: a file, or "-" for `stdin`.
-    fmt: "tsv" (the task's test layout: a header, blank lines skipped, as test.tsv), "text"
-      (one example per line, every line kept) or "auto" (tsv when some line holds a tab).
-    stdin: binary stream read when path is "-" (default sys.stdin.buffer).
-
-  Returns:
-    list of InputExample, input order.
-
-  Raises:
-    InputError naming the file (`-` for stdin) and line.
-  """
-  import sys  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
-  if fmt not in PREDICT_FORMATS:
-    raise InputError("--predict_format=%s: expected one of %s" % (fmt, ", ".join(PREDICT_FORMATS)))
-  if path != STDIN:
-    cli.require_file(path, "predict_file")
-    return _read_predict_path(processor, path, fmt, path)
-  data = (stdin or sys.stdin.buffer).read()
-  with tempfile.TemporaryDirectory(prefix="bert-mgpu-stdin-") as tmp:
-    tmp_path = os.path.join(tmp, "stdin")
-    with open(tmp_path, "wb") as f:
-      f.write(data)
-    try:
-      return _read_predict_path(processor, tmp_path, fmt, "<stdin>")
-    except InputError as e:
-      raise InputError(str(e).replace(tmp_path, "<stdin>"))
-
-
-def _read_predict_path(processor, path, fmt, name):
-  if fmt == "auto":
-    with open(path, "rb") as f:
-      fmt = "tsv" if b"\t" in f.read() else "text"
-    logging.info("--predict_file=%s: read as %s", name,
-                 "TSV in the task's test layout" if fmt == "tsv" else "plain text, one example "
-                 "per line")
-  if fmt == "text":
-    return read_text_examples(path, name)
-  return processor.read_test_file(path)
+def text_example(line_number, text):
+  """The example of one line of a plain-text --predict_file: the whole line is text_a."""
+  return InputExample("predict-%d" % line_number, tokenization.convert_to_unicode(text))
 
 
 def truncate_tokens(tokens, budget, mode):

@@ -249,6 +249,28 @@ def eval_checkpoint():
   return training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
 
 
+def define_predict_flags():
+  """--predict_file, --predict_format, --predict_output (predict_input.py)."""
+  _define("string", "predict_file", None,
+          "Predict the examples of this file instead of data_dir's test set (implies "
+          "--do_predict; needs no --data_dir): a TSV in the test file's layout, plain text "
+          "with one example per line (every line, an empty one too, gets one output line), or "
+          "- for standard input. See --predict_format.")
+  _define("enum", "predict_format", "auto",
+          "How to read --predict_file: tsv (the test file's layout, read as test.tsv is), "
+          "text (one example per line) or auto (tsv when some line holds a tab, else text).",
+          enum_values=["auto", "tsv", "text"])
+  _define("string", "predict_output", None,
+          "Where the predictions go, one line per example in input order (default "
+          "output_dir/predict.txt; - for standard output). Scores go next to it as "
+          "<name>_probabilities.tsv.")
+
+
+def predict_output():
+  """--predict_output, or output_dir/predict.txt."""
+  return FLAGS.predict_output or os.path.join(FLAGS.output_dir, "predict.txt")
+
+
 def define_epoch_flags():
   """--num_train_epochs, --num_train_steps and --warmup_proportion (the fine-tuning schedule)."""
   _define("float", "num_train_epochs", 3.0, "Total number of training epochs.")

@@ -14,11 +14,7 @@ per example, input order).
 
 import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
-import atexit
 import os
-import shutil
-import sys
-import tempfile
 
 from absl import flags
 from absl import logging
@@ -29,6 +25,7 @@ import classifier_data
 import cli
 import common_flags
 import modeling
+import predict_input
 import saved_model_export
 import training
 
@@ -41,6 +38,7 @@ common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
 common_flags.define_length_flags()
 common_flags.define_periodic_eval_flags()
+common_flags.define_predict_flags()
 saved_model_export.define_flags()
 
 flags.DEFINE_string("data_dir", None,
@@ -59,20 +57,6 @@ flags.DEFINE_enum("tsv_header", "auto", ["auto", "true", "false"],
                   "tsv task: whether files start with a header row (auto: a first row naming "
                   "columns such as text/text_a/label is a header).")
 flags.DEFINE_string("xnli_language", "zh", "xnli task: the language to train and evaluate on.")
-flags.DEFINE_string("predict_file", None,
-                    "Predict the examples of this file instead of data_dir's test set (implies "
-                    "--do_predict; needs no --data_dir): a TSV in the task's test layout, plain "
-                    "text with one example per line (every line, an empty one too, gets one "
-                    "output line), or - for standard input. See --predict_format.")
-flags.DEFINE_enum("predict_format", "auto", list(classifier_data.PREDICT_FORMATS),
-                  "How to read --predict_file: tsv (the task's test layout, as test.tsv: "
-                  "header detected, blank lines skipped), text (one example per line) or auto "
-                  "(tsv when some line holds a tab, else text).")
-flags.DEFINE_string("predict_output", None,
-                    "Where the predicted labels go, one per line in input order (default "
-                    "output_dir/predict.txt; - for standard output). The class probabilities "
-                    "go next to it as <name>_probabilities.tsv (default: output_dir/"
-                    "test_results.tsv).")
 
 
 def get_processor():
@@ -182,24 +166,15 @@ def metric_names(label_list):
 
 
 def write_predictions(probabilities, label_list):
-  """Writes the predicted labels (--predict_output, default output_dir/predict.txt; "-" =
-  stdout) and the class probabilities (output_dir/test_results.tsv, or <predict_output
-  stem>_probabilities.tsv)."""
-  output = FLAGS.predict_output or os.path.join(FLAGS.output_dir, "predict.txt")
-  labels = "".join(label_list[int(np.argmax(row))] + "\n" for row in probabilities)
-  if output == classifier_data.STDIN:
-    sys.stdout.write(labels)
-    sys.stdout.flush()
-    return
-  probs_file = (os.path.splitext(output)[0] + "_probabilities.tsv" if FLAGS.predict_output
-                else os.path.join(FLAGS.output_dir, "test_results.tsv"))
-  with tf.io.gfile.GFile(probs_file, "w") as writer:
-    for row in probabilities:
-      writer.write("\t".join(str(p) for p in row) + "\n")
-  with tf.io.gfile.GFile(output, "w") as writer:
-    writer.write(labels)
-  logging.info("Wrote %d predictions to %s (probabilities: %s)", len(probabilities), output,
-               probs_file)
+  """Writes the predicted labels (common_flags.predict_output()) and the class probabilities
+  (output_dir/test_results.tsv, or next to --predict_output; none for standard output)."""
+  output = common_flags.predict_output()
+  predict_input.write_lines(output, [label_list[int(np.argmax(row))] for row in probabilities])
+  if output != predict_input.STDIN:
+    predict_input.write_lines(
+        predict_input.probabilities_path(output) if FLAGS.predict_output
+        else os.path.join(FLAGS.output_dir, "test_results.tsv"),
+        ["\t".join(str(p) for p in row) for row in probabilities])
 
 
 def main(_):
@@ -244,8 +219,9 @@ def main(_):
   if evaluating:
     examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
   if FLAGS.predict_file:
-    examples["predict"] = classifier_data.read_predict_file(processor, FLAGS.predict_file,
-                                                            FLAGS.predict_format)
+    examples["predict"] = predict_input.read(FLAGS.predict_file, FLAGS.predict_format,
+                                             processor.read_test_file,
+                                             classifier_data.text_example)
   elif predicting:
     examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
   common_flags.check_run_info(
@@ -310,9 +286,7 @@ def main(_):
 def predict_features(examples, label_list, tokenizer):
   """Records of --predict_file's examples in a scratch directory (removed at exit): a one-off
   file is not cached in --output_dir."""
-  scratch = tempfile.mkdtemp(prefix="bert-mgpu-predict-")
-  atexit.register(shutil.rmtree, scratch, True)
-  path = os.path.join(scratch, "predict.tf_record")
+  path = os.path.join(predict_input.scratch_dir(), "predict.tf_record")
   truncated = classifier_data.write_features(
       examples, {label: i for i, label in enumerate(label_list)}, FLAGS.max_seq_length,
       tokenizer, FLAGS.truncation, path, FLAGS.predict_file, need_label=False)

@@ -3,20 +3,25 @@
 
 import io
 import os
-import subprocess
-import sys
+import re
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
 from cli import InputError
 import classifier_data
+import common_flags
 import periodic_eval
+import predict_input
+import tower_utils
 import training
-from script_runner import CHINESE_VOCAB, REPO_ROOT, assert_one_line_error, run_script, \
+from script_runner import CHINESE_VOCAB, run_script, \
     write_tiny_bert_config
 from test_classifier import _make_task
+
+FLAGS = flags.FLAGS
 
 
 class _Run(object):
@@ -106,21 +111,21 @@ class _Tsv(classifier_data.TsvProcessor):
 
 def test_predict_file_reads_tsv_plain_text_and_stdin(tmp_path):
   processor = _Tsv(str(tmp_path))
+  read = lambda path, **kw: [e.text_a for e in predict_input.read(
+      path, kw.pop("fmt", "auto"), processor.read_test_file, classifier_data.text_example, **kw)]
   tsv = tmp_path / "new.tsv"
   tsv.write_text("qid\ttext_a\n0\t第一\n1\t第二\n\n", encoding="utf-8")
-  examples = classifier_data.read_predict_file(processor, str(tsv))
-  assert [e.text_a for e in examples] == ["第一", "第二"]  # header and blank line skipped
+  assert read(str(tsv)) == ["第一", "第二"]  # as test.tsv: header and blank line skipped
   text = tmp_path / "new.txt"
   text.write_text("第一\n\n第三\n", encoding="utf-8")
-  examples = classifier_data.read_predict_file(processor, str(text))
-  assert [e.text_a for e in examples] == ["第一", "", "第三"]  # an empty line is an example
-  examples = classifier_data.read_predict_file(
-      processor, "-", stdin=io.BytesIO("甲\n乙\t\n".encode("utf-8")), fmt="text")
-  assert [e.text_a for e in examples] == ["甲", "乙\t"]
-  with pytest.raises(InputError, match=r"<stdin>:2: .*not valid utf-8|<stdin>:2"):
-    classifier_data.read_predict_file(processor, "-", stdin=io.BytesIO(b"ok\n\xff\n"))
+  assert read(str(text)) == ["第一", "", "第三"]  # an empty line is an example
+  assert read("-", stdin=io.BytesIO("甲\n乙\t\n".encode("utf-8")), fmt="text") == ["甲", "乙\t"]
+  with pytest.raises(InputError, match=r"^<stdin>:2: "):
+    read("-", stdin=io.BytesIO(b"ok\n\xff\n"))
+  with pytest.raises(InputError, match=r"^<stdin>: empty file"):
+    read("-", stdin=io.BytesIO(b""))
   with pytest.raises(InputError, match="--predict_file=.*nope.txt: no such file"):
-    classifier_data.read_predict_file(processor, str(tmp_path / "nope.txt"))
+    read(str(tmp_path / "nope.txt"))
 
 
 @pytest.fixture(scope="module")
@@ -135,16 +140,12 @@ def finetuned(tmp_path_factory):
           "--bert_config_file=%s" % config, "--output_dir=%s" % out, "--max_seq_length=16",
           "--train_batch_size=4", "--eval_batch_size=4", "--predict_batch_size=3",
           "--learning_rate=1e-3", "--log_every_n_steps=4", "--n_gpus=2"]
-  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-             TF_ENABLE_ONEDNN_OPTS="0", PYTHONPATH=REPO_ROOT)
-  proc = subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "run_classifier_mgpu.py")] + args +
-      ["--do_train", "--do_eval", "--num_train_steps=12", "--eval_every_n_steps=4",
-       "--keep_best", "--best_metric=eval_loss", "--keep_checkpoint_max=1",
-       "--use_best_checkpoint", "--bucket_by_length", "--bucket_window=2",
-       "--predict_file=-", "--predict_output=-"],
-      input="酒店好服务喜欢\n\n酒店差服务讨厌\n", cwd=REPO_ROOT, env=env, capture_output=True,
-      text=True, timeout=600)
+  proc = run_script(
+      "run_classifier_mgpu.py", *args, "--do_train", "--do_eval", "--num_train_steps=12",
+      "--eval_every_n_steps=4", "--keep_best", "--best_metric=eval_loss",
+      "--keep_checkpoint_max=1", "--use_best_checkpoint", "--bucket_by_length",
+      "--bucket_window=2", "--predict_file=-", "--predict_output=-",
+      input="酒店好服务喜欢\n\n酒店差服务讨厌\n")
   assert proc.returncode == 0, proc.stderr[-4000:]
   return root, args, out, proc
 
@@ -186,13 +187,35 @@ def test_predict_file_tsv_needs_no_data_dir_and_writes_predict_output(finetuned,
   assert len(probabilities) == 5 and len(probabilities[0].split("\t")) == 2
 
 
-def test_keep_best_without_evaluation_is_a_one_line_error_before_training(finetuned, tmp_path):
-  _, args, _, _ = finetuned
-  args = [a if not a.startswith("--output_dir") else "--output_dir=%s" % tmp_path for a in args]
-  proc = run_script("run_classifier_mgpu.py", *args, "--do_train", "--keep_best")
-  assert_one_line_error(proc, "--keep_best needs evaluation during training",
-                        "--eval_every_n_steps")
-  assert not any(name.startswith("model.ckpt") for name in os.listdir(tmp_path))
+@pytest.mark.parametrize("args,message", [
+    (["--do_train", "--keep_best"], "--keep_best needs evaluation during training: set "
+     "--eval_every_n_steps"),
+    (["--do_train", "--early_stopping_patience=2"], "--early_stopping_patience needs evaluation"),
+    (["--eval_every_n_steps=-1"], "--eval_every_n_steps=-1: expected an integer >= 0"),
+    (["--do_train", "--eval_every_n_steps=5", "--use_best_checkpoint"], "needs --keep_best"),
+])
+def test_evaluation_flags_that_cannot_work_are_refused_before_anything_runs(args, message):
+  import run_classifier_mgpu  # pylint: disable=g-import-not-at-top,unused-import
+  FLAGS.unparse_flags()
+  try:
+    FLAGS(["run_classifier_mgpu.py"] + args)
+    with pytest.raises(InputError, match=re.escape(message)):
+      common_flags.check_periodic_eval_flags(tower_utils.parallel_spec())
+  finally:
+    FLAGS.unparse_flags()
+
+
+def test_num_train_steps_replaces_the_epochs_when_given():
+  import run_classifier_mgpu  # pylint: disable=g-import-not-at-top,unused-import
+  FLAGS.unparse_flags()
+  try:
+    FLAGS(["run_classifier_mgpu.py", "--num_train_steps=7", "--warmup_proportion=0.5"])
+    assert common_flags.epoch_schedule(1000) == (7, 3)
+    FLAGS.unparse_flags()
+    FLAGS(["run_classifier_mgpu.py", "--num_train_epochs=2", "--train_batch_size=10"])
+    assert common_flags.epoch_schedule(100) == (20, 2)
+  finally:
+    FLAGS.unparse_flags()
 
 
 def test_early_stopping_ends_training_with_the_checkpoint_saved_and_a_rerun_trains_no_more(
