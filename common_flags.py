@@ -152,8 +152,10 @@ def define_length_flags():
   _define("bool", "pad_to_batch_max", True,
           "Pad each batch only to its longest example (rounded up to --pad_to_multiple_of, at "
           "most --max_seq_length) instead of to --max_seq_length, in training, eval and "
-          "predict. Predictions are the same within float rounding; short texts run much "
-          "faster. With --use_xla each distinct length compiles once.")
+          "predict; eval and predict also batch examples of similar length together "
+          "(--bucket_window) and restore the input order. Predictions are the same within "
+          "float rounding; short texts run much faster. With --use_xla each distinct length "
+          "compiles once.")
   _define("integer", "pad_to_multiple_of", 8,
           "With --pad_to_batch_max: round each batch's length up to a multiple of this (8 suits "
           "GPU tensor cores and limits the number of shapes XLA compiles).")
@@ -163,8 +165,9 @@ def define_length_flags():
           "length, cut into batches and the batches shuffled; every example is still seen once "
           "per epoch. Needs --pad_to_batch_max.")
   _define("integer", "bucket_window", 32,
-          "With --bucket_by_length: batches per sorting window (larger: less padding, less "
-          "random batches).")
+          "Batches per sorting window of --bucket_by_length (larger: less padding, less random "
+          "batches). With --pad_to_batch_max, eval and predict also sort each window of this "
+          "many batches by length, and put the outputs back in input order.")
 
 
 def length_options(is_training):
@@ -172,8 +175,10 @@ def length_options(is_training):
   import input_pipeline  # pylint: disable=g-import-not-at-top
   if "pad_to_batch_max" not in FLAGS or not FLAGS.pad_to_batch_max:
     return input_pipeline.FIXED_LENGTH
+  # Eval and predict always sort by length within windows (outputs come back in input order);
+  # training only with --bucket_by_length.
   return input_pipeline.LengthOptions(
-      FLAGS.pad_to_multiple_of, FLAGS.bucket_window if is_training and FLAGS.bucket_by_length
+      FLAGS.pad_to_multiple_of, FLAGS.bucket_window if FLAGS.bucket_by_length or not is_training
       else 0)
 
 

@@ -86,6 +86,9 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
   if is_training and lengths.bucket_window:
     d = bucket_windows(d, name_to_features, batch_size, lengths.bucket_window, seed,
                        num_parallel_calls)
+  elif lengths.bucket_window:
+    d = sorted_windows(d, name_to_features, batch_size, lengths.bucket_window,
+                       num_parallel_calls)
   else:
     d = d.batch(batch_size, drop_remainder=is_training)
     d = d.map(lambda records: decode_batch(records, name_to_features),
@@ -99,12 +102,15 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
 
 # Length-aware batches. pad_to_multiple: 0 keeps the records' full max_seq_length; m > 0 pads
 # each batch only to its longest row, rounded up to a multiple of m (and at most max_seq_length).
-# bucket_window: 0 = no bucketing; k > 0 (training only) sorts each window of k batches' rows by
-# length before cutting it into batches, so a batch holds rows of similar length.
+# bucket_window: 0 = no sorting; k > 0 sorts each window of k batches' rows by length before
+# cutting it into batches, so a batch holds rows of similar length (training: bucket_windows;
+# eval and predict: sorted_windows, whose rows carry their input position).
 LengthOptions = collections.namedtuple("LengthOptions", ["pad_to_multiple", "bucket_window"])
 FIXED_LENGTH = LengthOptions(0, 0)
 # The feature whose 1s mark the real tokens of a row (padding is 0).
 MASK_FEATURE = "input_mask"
+# sorted_windows adds it: int64 [rows], each row's position in the input (0-based).
+INDEX_FEATURE = "_input_index"
 
 
 def _sequence_names(name_to_features):
@@ -272,3 +278,28 @@ def cache_key(*parts):
 def cached_record_path(output_dir, split, key):
   """Where the TFRecord of `split` built under `key` is cached: output_dir/<split>-<key>.tf_record."""
   return os.path.join(output_dir, "%s-%s.tf_record" % (split, key))
+
+
+def sorted_windows(records, name_to_features, batch_size, window, num_parallel_calls):
+  """Batches a finite stream (eval, predict) so that each batch holds rows of similar length.
+
+  Each window of `window * batch_size` consecutive records is sorted by length and cut into
+  batches; the last batch may be short. Every row carries its position in the input as
+  INDEX_FEATURE, so the caller puts the outputs back in input order
+  (training.run_inference does).
+
+  Returns:
+    dataset of dicts name -> Tensor [rows, ...] at the records' full length, plus
+    INDEX_FEATURE int64 [rows].
+  """
+
+  def sort_window(index, serialized):
+    features = decode_batch(serialized, name_to_features)
+    order = tf.argsort(row_lengths(features[MASK_FEATURE]), stable=True)
+    out = {name: tf.gather(t, order) for name, t in features.items()}
+    out[INDEX_FEATURE] = index * window * batch_size + tf.cast(order, tf.int64)
+    return out
+
+  d = records.batch(window * batch_size).enumerate()
+  d = d.map(sort_window, num_parallel_calls=num_parallel_calls, deterministic=True)
+  return d.unbatch().batch(batch_size)

@@ -794,7 +794,8 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
   """Runs the model over a finite dataset and returns every real example's outputs, in order.
 
   The last batch is padded to the full global batch (so it splits evenly over the towers) and
-  the padding rows are dropped from the result: no crash, no lost example.
+  the padding rows are dropped from the result: no crash, no lost example. Batches of rows
+  sorted by length (input_pipeline.sorted_windows) are put back in input order.
 
   Args:
     tower_fn: callable(features, GlobalBatch) -> (loss or None, outputs dict of Tensors
@@ -817,6 +818,8 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
     with tf.device("/cpu:0"):
       dataset = input_fn(global_batch_size, 0, input_pipeline.WHOLE)
       features = tf.data.make_one_shot_iterator(dataset).get_next()
+      # Length-sorted batches (input_pipeline.sorted_windows) carry each row's input position.
+      index = features.pop(input_pipeline.INDEX_FEATURE, tf.zeros([0], tf.int64))
       features, is_real = _pad_batch(features, global_batch_size)
     towers = tower_utils.build_towers(tower_fn, features, spec, compute_gradients=False)
     _check_checkpoint_has(checkpoint, tf.global_variables())
@@ -828,18 +831,21 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
       done = 0
       while True:
         try:
-          outputs, real = sess.run([towers.outputs, is_real])
+          outputs, real, positions = sess.run([towers.outputs, is_real, index])
         except tf.errors.OutOfRangeError:
           break
         keep = real > 0.5
         done += int(np.sum(keep))
+        collected[input_pipeline.INDEX_FEATURE].append(positions)
         for name, value in outputs.items():
           collected[name].append(value[keep])
         if time.time() - last_log >= INFERENCE_LOG_SECONDS:
           _log_inference(what, done, num_examples, start)
           last_log = time.time()
       _log_inference(what, done, num_examples, start, final=True)
-  return {name: np.concatenate(values, axis=0) for name, values in collected.items()}
+  positions = np.concatenate(collected.pop(input_pipeline.INDEX_FEATURE, [np.zeros([0])]))
+  order = np.argsort(positions, kind="stable") if len(positions) else slice(None)
+  return {name: np.concatenate(values, axis=0)[order] for name, values in collected.items()}
 
 
 EXPORT_DIR = "export"

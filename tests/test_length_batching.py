@@ -36,6 +36,19 @@ def _write_records(path, lengths, seed=0):
   return str(path)
 
 
+def test_sorted_windows_batch_similar_lengths_and_give_each_row_its_input_position(tmp_path):
+  lengths = [9, 3, 31, 17, 4, 25, 12, 30, 6, 20, 8]
+  path = _write_records(tmp_path / "test.tf_record", lengths)
+  batches = _batches(path, 2, False, input_pipeline.LengthOptions(8, 3))
+  assert [len(b["label_ids"]) for b in batches] == [2, 2, 2, 2, 2, 1]
+  positions = np.concatenate([b[input_pipeline.INDEX_FEATURE] for b in batches])
+  assert list(np.concatenate([b["label_ids"] for b in batches])) == list(positions)
+  assert sorted(positions) == list(range(11))
+  # Windows of 3 x 2 rows: rows 0-5 sorted by length, then rows 6-10.
+  assert [lengths[i] for i in positions] == [3, 4, 9, 17, 25, 31, 6, 8, 12, 20, 30]
+  assert [b["input_ids"].shape[1] for b in batches] == [8, 24, 32, 8, 24, 32]
+
+
 def _batches(path, rows, is_training, lengths, count=None):
   """The first `count` batches (all, when not training) as dicts of numpy arrays."""
   with tf.Graph().as_default():
@@ -123,15 +136,16 @@ def _predict(classifier, lengths, n_towers, batch_size):
                                 checkpoint, tower_utils.parallel_spec(n_towers), batch_size)
 
 
-@pytest.mark.parametrize("n_towers,batch_size", [(1, 4), (2, 3)])
-def test_batch_max_padding_changes_no_prediction_nor_row_order(classifier, n_towers, batch_size):
+def test_batch_max_padding_and_sorted_batches_change_no_prediction_nor_row_order(classifier):
   fixed = _predict(classifier, None, 1, 8)
-  for multiple in (8, 1):
-    dynamic = _predict(classifier, input_pipeline.LengthOptions(multiple, 0), n_towers,
+  # The rows differ from one another, so equal outputs in order mean the same row order.
+  assert len({tuple(np.round(p, 3)) for p in fixed["probabilities"]}) == 11
+  # (towers, rows per tower, pad to a multiple of, sorting window in batches (0: none)).
+  for n_towers, batch_size, multiple, window in ((1, 4, 8, 0), (2, 3, 1, 0), (2, 3, 8, 1),
+                                                 (1, 4, 1, 2)):
+    dynamic = _predict(classifier, input_pipeline.LengthOptions(multiple, window), n_towers,
                        batch_size)
     assert dynamic["probabilities"].shape == (11, 3)  # every row, the short last batch too
     np.testing.assert_allclose(dynamic["probabilities"], fixed["probabilities"], atol=1e-5)
     np.testing.assert_allclose(dynamic["per_example_loss"], fixed["per_example_loss"],
                                atol=1e-5)
-  # The rows differ from one another, so equal outputs in order mean the same row order.
-  assert len({tuple(np.round(p, 3)) for p in fixed["probabilities"]}) == 11
