@@ -22,6 +22,24 @@ import modeling
 MASKED_LM_WEIGHT_EPSILON = 1e-5
 
 
+def masked_token_count(features):
+  """The masked-LM loss denominator of a batch: sum of its masked_lm_weights + epsilon.
+
+  The training tower divides its weighted masked-LM loss sum by its share of this count over
+  the whole global batch (GlobalBatch.loss_denominator). The mean of the tower losses is then
+  exactly the loss of the whole batch, and N towers x b rows train like 1 tower x N*b rows, even
+  when the towers hold different numbers of masked tokens (per-tower normalisation would weight
+  those unequally).
+
+  Args:
+    features: dict with "masked_lm_weights" float Tensor [rows, P].
+
+  Returns:
+    float32 scalar.
+  """
+  return tf.reduce_sum(features["masked_lm_weights"]) + MASKED_LM_WEIGHT_EPSILON
+
+
 def gather_indexes(sequence_tensor, positions):
   """Gathers the vectors at `positions` of each sequence of a batch.
 
