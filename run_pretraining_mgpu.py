@@ -40,6 +40,7 @@ import masking
 import modeling
 import pretraining_model
 import pretraining_records
+import similar_words
 import training
 
 FLAGS = flags.FLAGS
@@ -77,6 +78,15 @@ flags.DEFINE_enum(
 flags.DEFINE_integer("max_ngram", 3, "Dynamic records, --masking=ngram: longest span in words.")
 flags.DEFINE_float("masked_lm_prob", 0.15,
                    "Dynamic records only: share of the tokens to mask on the fly.")
+flags.DEFINE_enum(
+    "masking_replacement", "mask", list(masking.REPLACEMENTS),
+    "Dynamic records only: what the 80% share of the selected words becomes. mask: [MASK]; "
+    "similar: a similar word with the same number of pieces from --similar_words_file, or a "
+    "random word (MacBERT's MLM as correction; never the original).")
+flags.DEFINE_string(
+    "similar_words_file", None,
+    "--masking_replacement=similar: word<TAB>neighbour neighbour ... lines "
+    "(build_similar_words.py).")
 flags.DEFINE_enum(
     "objective", "mlm", ["mlm", "electra"],
     "mlm: BERT's masked LM (+ NSP when the records have it). electra: replaced-token "
@@ -430,10 +440,17 @@ def load_model(fmt, will_train=False):
       will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
+    similar = None
+    if FLAGS.masking_replacement == "similar":
+      if not FLAGS.similar_words_file:
+        raise cli.InputError("--masking_replacement=similar needs --similar_words_file "
+                             "(build_similar_words.py makes one)")
+      similar = similar_words.load(FLAGS.similar_words_file, tokenizer)
     masking_config = masking.MaskingConfig.from_vocab(
         tokenizer.vocab, source="--vocab_file=%s" % (FLAGS.vocab_file or FLAGS.spm_model_file),
         strategy=FLAGS.masking, masked_lm_prob=FLAGS.masked_lm_prob,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, max_ngram=FLAGS.max_ngram)
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, max_ngram=FLAGS.max_ngram,
+        replacement=FLAGS.masking_replacement, similar_words=similar)
   return bert_config, tokenizer, masking_config, objective
 
 
