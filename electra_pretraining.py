@@ -113,9 +113,7 @@ class ElectraObjective(object):
     Returns:
       dict of metric name -> number.
     """
-    weights = outputs["masked_lm_weights"].astype(np.float64)
-    total_weight = max(float(np.sum(weights)), 1e-12)
-    correct = outputs["masked_lm_predictions"] == outputs["masked_lm_ids"]
+    generator = pretraining_model.masked_lm_metrics(outputs)
     real = outputs["input_mask"] > 0
     labels = outputs["replaced"][real] > 0
     probs = outputs["disc_prob"][real].astype(np.float64)
@@ -124,9 +122,8 @@ class ElectraObjective(object):
     bce = -(labels * np.log(np.clip(probs, eps, 1.0)) +
             (~labels) * np.log(np.clip(1.0 - probs, eps, 1.0)))
     results = {
-        "generator_masked_lm_accuracy": float(np.sum(weights * correct) / total_weight),
-        "generator_masked_lm_loss": float(-np.sum(weights * outputs["masked_lm_log_prob"]) /
-                                          total_weight),
+        "generator_masked_lm_accuracy": generator["masked_lm_accuracy"],
+        "generator_masked_lm_loss": generator["masked_lm_loss"],
         "discriminator_accuracy": float(np.mean(caught == labels)) if labels.size else 0.0,
         "discriminator_precision": _ratio(np.sum(caught & labels), np.sum(caught)),
         "discriminator_recall": _ratio(np.sum(caught & labels), np.sum(labels)),
@@ -134,8 +131,8 @@ class ElectraObjective(object):
         "discriminator_loss": float(np.mean(bce)) if labels.size else 0.0,
         "replaced_tokens": int(np.sum(labels)),
         "real_tokens": int(labels.size),
-        "masked_lm_predictions_count": int(np.sum(weights > 0)),
-        "eval_examples": int(len(weights)),
+        "masked_lm_predictions_count": generator["masked_lm_predictions_count"],
+        "eval_examples": generator["eval_examples"],
     }
     results["loss"] = (results["generator_masked_lm_loss"] +
                        self.disc_weight * results["discriminator_loss"])

@@ -302,15 +302,7 @@ def evaluation_metrics(outputs):
   Returns:
     dict of metric name -> float.
   """
-  weights = outputs["masked_lm_weights"].astype(np.float64)
-  total_weight = max(float(np.sum(weights)), 1e-12)
-  correct = outputs["masked_lm_predictions"] == outputs["masked_lm_ids"]
-  results = {
-      "masked_lm_accuracy": float(np.sum(weights * correct) / total_weight),
-      "masked_lm_loss": float(-np.sum(weights * outputs["masked_lm_log_prob"]) / total_weight),
-      "masked_lm_predictions_count": int(np.sum(weights > 0)),
-      "eval_examples": int(len(weights)),
-  }
+  results = pretraining_model.masked_lm_metrics(outputs)
   results["loss"] = results["masked_lm_loss"]
   if "next_sentence_labels" in outputs:
     results["next_sentence_accuracy"] = float(np.mean(

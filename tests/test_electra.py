@@ -2,7 +2,6 @@
 labels, loss weights, no gradient through the sampling, towers, and the script end to end with
 its export fine-tuned by the classifier."""
 
-import json
 import os
 import random
 
@@ -14,13 +13,10 @@ import create_pretraining_data
 import electra_model
 import electra_pretraining
 import modeling
-import optimization
-import tower_utils
+import pretraining_helpers
 from script_runner import run_script
 
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
-         "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."] + WORDS
+WORDS, VOCAB = pretraining_helpers.WORDS, pretraining_helpers.VOCAB
 SEQ, SLOTS = 16, 4
 CONFIG = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
               intermediate_size=64, max_position_embeddings=SEQ, type_vocab_size=2,
@@ -180,20 +176,8 @@ def _one_update(n_towers, batch, start_values=None):
   """One training step of the ELECTRA tower_fn (argmax sampling) on `n_towers` towers."""
   objective = electra_pretraining.ElectraObjective(
       _config(), sample_fn=electra_model.most_likely_tokens)
-  with tf.Graph().as_default() as graph:
-    features = {k: tf.constant(v) for k, v in batch.items()}
-    towers = tower_utils.build_towers(objective.tower_fn_builder(False, is_training=True),
-                                      features, tower_utils.parallel_spec(n_towers))
-    train_op, _ = optimization.create_train_op_from_grads(towers.grads_and_vars, 1e-3, 10, 0)
-    trainable = {v.op.name: v for v in tf.trainable_variables()}
-    with tf.Session(graph=graph, config=tower_utils.session_config(n_towers)) as sess:
-      sess.run(tf.global_variables_initializer())
-      for name, value in (start_values or {}).items():
-        trainable[name].load(value, sess)
-      before = sess.run(trainable)
-      loss, _ = sess.run([towers.loss, train_op])
-      after = sess.run(trainable)
-  return loss, before, after
+  return pretraining_helpers.one_update(objective.tower_fn_builder(False, is_training=True),
+                                       n_towers, batch, start_values)
 
 
 def test_two_towers_train_like_one_tower_with_the_whole_batch():
@@ -222,24 +206,14 @@ def test_roc_auc_matches_pair_counting():
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   """Vocab, config and MLM-only records of a tiny corpus, plus a tiny classification task."""
-  root = tmp_path_factory.mktemp("electra")
-  vocab_file = str(root / "vocab.txt")
-  with open(vocab_file, "w") as f:
-    f.write("\n".join(VOCAB) + "\n")
-  rng = random.Random(0)
-  corpus = str(root / "corpus.txt")
-  with open(corpus, "w") as f:
-    for _ in range(12):
-      for _ in range(rng.randint(2, 4)):
-        f.write(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) + " .\n")
-      f.write("\n")
-  config_file = str(root / "bert_config.json")
-  with open(config_file, "w") as f:
-    json.dump(CONFIG, f)
+  paths = pretraining_helpers.write_tiny_corpus(tmp_path_factory.mktemp("electra"), CONFIG,
+                                                documents=12, sentences=(2, 4),
+                                                words=(4, 10))
+  root, rng = paths["root"], random.Random(0)
   records = str(root / "records.tfrecord")
   create_pretraining_data.run(create_pretraining_data.Options(
-      input_file=corpus, output_file=records, vocab_file=vocab_file, max_seq_length=SEQ,
-      max_predictions_per_seq=SLOTS, dupe_factor=1, no_nsp=True))
+      input_file=paths["corpus"], output_file=records, vocab_file=paths["vocab"],
+      max_seq_length=SEQ, max_predictions_per_seq=SLOTS, dupe_factor=1, no_nsp=True))
   task = root / "task"
   task.mkdir()
   for split, rows in (("train", 32), ("dev", 8)):
@@ -248,7 +222,7 @@ def data(tmp_path_factory):
         label = "pos" if i % 2 else "neg"
         word = "alpha" if i % 2 else "zulu"
         f.write("%s %s bravo\t%s\n" % (word, rng.choice(WORDS), label))
-  return {"vocab": vocab_file, "config": config_file, "records": records, "task": str(task)}
+  return dict(paths, records=records, task=str(task))
 
 
 def test_script_trains_resumes_evaluates_predicts_and_exports_stock_bert(data, tmp_path):
