@@ -44,26 +44,33 @@ for replacement in mask similar; do
     --similar_words_file="$WORK/similar_words.tsv" 2> "$WORK/records_$replacement.log"
 done
 
-pretrain() {  # pretrain NAME STEPS OUTPUT_DIR: one objective's pretraining run
-  local name=$1 steps=$2 out=$3 records=mask objective=mlm
+pretrain() {  # pretrain NAME STEPS OUTPUT_DIR [LOG_EVERY]: one objective's pretraining run
+  local name=$1 steps=$2 out=$3 log_every=${4:-10} records=mask objective=mlm
   [ "$name" = macbert ] && records=similar
   [ "$name" = electra ] && objective=electra
   python run_pretraining_mgpu.py --input_file="$WORK/$records.tfrecord" --output_dir="$out" \
     --vocab_file="$VOCAB" --bert_config_file="$CONFIG" --objective="$objective" --do_train \
     --do_eval --max_eval_steps=10 --eval_batch_size=32 --train_batch_size=32 --n_gpus=2 \
     --learning_rate=1e-3 --num_train_steps="$steps" --num_warmup_steps=$((steps / 10)) \
-    --save_checkpoints_steps=100000 --log_every_n_steps=10 --random_seed=1
+    --save_checkpoints_steps=100000 --log_every_n_steps="$log_every" --random_seed=1
 }
 
 # Calibrate every objective first, back to back, so their speeds are measured under the same
 # load; then train each for the budget.
+log_seconds() {  # log_seconds LOG FIRST_RE LAST_RE: seconds between the first line matching
+  # FIRST_RE and the last matching LAST_RE, by the absl time stamps (lock waits excluded).
+  grep -E "^[IWE][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} .*$2" "$1" | head -1 | cut -c7-21 > "$1.t"
+  grep -E "^[IWE][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} .*$3" "$1" | tail -1 | cut -c7-21 >> "$1.t"
+  awk -F: '{s = $1 * 3600 + $2 * 60 + $3} NR == 1 {a = s} END {printf "%.0f", s - a}' "$1.t"
+  rm -f "$1.t"
+}
 calibration() { [ "$1" = macbert ] && echo mlm || echo "$1"; }  # MacBERT runs MLM's graph.
 for name in $OBJECTIVES; do
   name=$(calibration "$name")
   [ -f "$WORK/calibrate_$name.log" ] && continue
   echo "== $name: calibration (30 steps); load: $(uptime | sed 's/.*load/load/')"
   locked bash -c "$(declare -f pretrain); WORK=$WORK VOCAB=$VOCAB CONFIG=$CONFIG \
-    pretrain $name 30 $WORK/calibrate_$name" 2> "$WORK/calibrate_$name.log.tmp"
+    pretrain $name 30 $WORK/calibrate_$name 5" 2> "$WORK/calibrate_$name.log.tmp"
   mv "$WORK/calibrate_$name.log.tmp" "$WORK/calibrate_$name.log"
 done
 for name in $OBJECTIVES; do
@@ -74,10 +81,9 @@ for name in $OBJECTIVES; do
     awk '{print $1}' | sort -n | awk '{a[NR]=$1} END {print 64 / a[int((NR+1)/2)]}')
   steps=$(python -c "print(int($BUDGET_S / $sec_per_step))")
   echo "== $name: $sec_per_step s/step -> $steps steps for ${BUDGET_S} s; load: $(uptime | sed 's/.*load/load/')"
-  start=$(date +%s)
   locked bash -c "$(declare -f pretrain); WORK=$WORK VOCAB=$VOCAB CONFIG=$CONFIG \
     pretrain $name $steps $out" 2> "$WORK/pretrain_$name.log"
-  echo "$name: $sec_per_step s/step calibrated, $steps steps, $(( $(date +%s) - start )) s wall (with start-up, eval, export); load after: $(uptime | sed 's/.*load average: //')" | tee -a "$WORK/pretrain_summary.txt"
+  echo "$name: $sec_per_step s/step calibrated, $steps steps; training $(log_seconds "$WORK/pretrain_$name.log" 'Training [0-9]+ towers' 'step [0-9]+/') s, whole run $(log_seconds "$WORK/pretrain_$name.log" '' '') s; load after: $(uptime | sed 's/.*load average: //')" | tee -a "$WORK/pretrain_summary.txt"
 done
 
 finetune() {  # finetune NAME [INIT_CHECKPOINT]: the same recipe for every starting point
