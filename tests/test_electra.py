@@ -5,15 +5,18 @@ its export fine-tuned by the classifier."""
 import os
 import random
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from cli import InputError
 import create_pretraining_data
 import electra_model
 import electra_pretraining
 import modeling
 import pretraining_helpers
+import run_pretraining_mgpu
 from script_runner import run_script
 
 WORDS, VOCAB = pretraining_helpers.WORDS, pretraining_helpers.VOCAB
@@ -281,3 +284,19 @@ def test_script_trains_resumes_evaluates_predicts_and_exports_stock_bert(data, t
   assert clf.returncode == 0, clf.stderr[-3000:]
   n_stock = len(modeling.stock_variable_shapes(_config()))
   assert "Initialized %d of %d trainable variables" % (n_stock, n_stock + 2) in clf.stderr
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--generator_hidden_ratio=0"], "--generator_hidden_ratio=0.0: expected a value in (0, 1]"),
+    (["--disc_weight=-1"], "--disc_weight=-1.0: expected a number >= 0"),
+    (["--pipeline_stages=2", "--n_gpus=2"], "does not support --pipeline_stages=2"),
+])
+def test_bad_electra_flags_are_one_line_errors(args, fragment):
+  flags.FLAGS.unparse_flags()
+  try:
+    flags.FLAGS(["run_pretraining_mgpu.py", "--objective=electra"] + args)
+    with pytest.raises(InputError) as error:
+      run_pretraining_mgpu.objective_from_flags(_config())
+    assert fragment in str(error.value)
+  finally:
+    flags.FLAGS.unparse_flags()
