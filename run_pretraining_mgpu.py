@@ -19,6 +19,11 @@ export/ after training (bert_model.ckpt with the model weights only, bert_config
 vocabulary: start fine-tuning from export/bert_model.ckpt), eval_results.txt (stock keys) and
 predict.txt (each masked position's original and predicted token, one line per eval example, in
 input order). --do_eval and --do_predict use --eval_batch_size per tower.
+
+--objective=electra trains replaced-token detection on the same records instead (ELECTRA; see
+electra_model.py): a small generator samples replacements for the masked tokens and the model
+learns, for every token, whether it was replaced; export/ then holds that model (the
+discriminator) with stock names, export/generator/ the generator.
 """
 
 import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
