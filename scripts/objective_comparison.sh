@@ -7,6 +7,9 @@
 #
 #   bash scripts/objective_comparison.sh [work_dir]     # ~60 min on 2 CPU cores
 #
+# At the default budget every objective collapses to the token prior (see README), so the
+# figures show the mechanics, not which objective is better; raise BUDGET_S for that.
+#
 # SHARED: the folder with corpus/, classify/ and vocab/ (default ../shared/data).
 # BUDGET_S: pretraining seconds per objective (default 360). Each objective's steps are set from
 # its own measured seconds per step (a 30-step calibration run), so all get the same time.
@@ -110,3 +113,8 @@ for name in none $OBJECTIVES; do
   grep -h '^eval_accuracy' "$WORK"/finetune/$name/seed*/eval_results.txt | awk -v n="$name" \
     '{s += $3; v = v sprintf(" %.4f", $3); k += 1} END {printf "%-8s%s  mean %.4f (%d seeds)\n", n, v, s / k, k}'
 done
+echo "== does each pretrained encoder still depend on its input? (benchmarks/encoder_collapse.py)"
+checkpoints=(none)
+for name in $OBJECTIVES; do checkpoints+=("$WORK/pretrain_$name/export/bert_model.ckpt"); done
+python benchmarks/encoder_collapse.py --bert_config_file="$CONFIG" --vocab_file="$VOCAB" \
+  --tsv="$SHARED/classify/chnsenticorp/dev.tsv" "${checkpoints[@]}" 2> /dev/null
