@@ -48,6 +48,7 @@ from cli import decode_line
 from cli import InputError
 from cli import run_main
 import masking
+import similar_words
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -122,6 +123,14 @@ _FLAG_SPECS = (
      "p(n) proportional to 1/n (MacBERT/SpanBERT). --do_whole_word_mask turns token into "
      "whole_word. See masking.py for the 80/10/10 rule."),
     ("integer", "max_ngram", 3, "Longest span, in whole words, for --masking=ngram."),
+    ("string", "masking_replacement", "mask",
+     "What the 80% share of the selected words becomes, one of mask|similar: mask = [MASK] "
+     "(stock); similar = a similar word with the same number of word pieces, from "
+     "--similar_words_file, or a random word when it lists none (MacBERT's MLM as correction; "
+     "never the original). Works with every --masking; see masking.py."),
+    ("string", "similar_words_file", None,
+     "--masking_replacement=similar: utf-8 lines word<TAB>neighbour neighbour ... "
+     "(build_similar_words.py makes one from your corpus with word2vec)."),
     ("string", "chinese_word_segmenter", "none",
      "How Chinese text is split into words for whole-word/n-gram masking and for the "
      "word_starts of --dynamic_masking, one of none|jieba|presegmented: none = every "
@@ -191,6 +200,12 @@ def check_options(opts):
   if opts.masking not in MASKING_CHOICES:
     raise InputError("--masking=%s: expected one of %s" %
                      (opts.masking, "|".join(MASKING_CHOICES)))
+  if opts.masking_replacement not in masking.REPLACEMENTS:
+    raise InputError("--masking_replacement=%s: expected one of %s" %
+                     (opts.masking_replacement, "|".join(masking.REPLACEMENTS)))
+  if opts.masking_replacement == "similar" and not opts.similar_words_file:
+    raise InputError("--masking_replacement=similar needs --similar_words_file "
+                     "(build_similar_words.py makes one)")
   if opts.chinese_word_segmenter not in SEGMENTER_CHOICES:
     raise InputError("--chinese_word_segmenter=%s: expected one of %s" %
                      (opts.chinese_word_segmenter, "|".join(SEGMENTER_CHOICES)))
@@ -248,14 +263,24 @@ def load_tokenizer(opts):
   return tokenization.FullTokenizer(opts.vocab_file, opts.do_lower_case)
 
 
-def masking_config(opts, vocab):
-  """The MaskingConfig for `opts`; InputError if the vocabulary lacks a special token."""
+def masking_config(opts, tokenizer):
+  """The MaskingConfig for `opts`; InputError if the vocabulary lacks a special token or the
+  similar-words file is unusable."""
   source = "--spm_model_file=%s" % opts.spm_model_file
   if not opts.spm_model_file:
     source = "--vocab_file=%s" % opts.vocab_file
+  similar = None
+  if opts.masking_replacement == "similar":
+    similar = similar_words.load(opts.similar_words_file, tokenizer)
   return masking.MaskingConfig.from_vocab(
-      vocab, source=source, strategy=opts.strategy, masked_lm_prob=opts.masked_lm_prob,
-      max_predictions_per_seq=opts.max_predictions_per_seq, max_ngram=opts.max_ngram)
+      tokenizer.vocab, source=source, strategy=opts.strategy,
+      masked_lm_prob=opts.masked_lm_prob, max_predictions_per_seq=opts.max_predictions_per_seq,
+      max_ngram=opts.max_ngram, replacement=opts.masking_replacement, similar_words=similar)
+
+
+def has_cjk(text):
+  """Whether `text` holds a CJK character (such words are the segmenter's to split)."""
+  return bool(_CJK_CHAR_RE.search(text))
 
 
 def make_segmenter(name):
@@ -342,7 +367,7 @@ class Featurizer(object):
   def __init__(self, opts):
     self.opts = opts
     self.tokenizer = load_tokenizer(opts)
-    self.masking = masking_config(opts, self.tokenizer.vocab)
+    self.masking = masking_config(opts, self.tokenizer)
     self.cls_id = self.tokenizer.vocab["[CLS]"]
     self.sep_id = self.tokenizer.vocab["[SEP]"]
     self._spm = bool(opts.spm_model_file)
@@ -1094,8 +1119,17 @@ def _log_settings(opts, input_files, output_files, featurizer):
     logging.info("  %s", path)
   logging.info("records: %s%s; masking: %s; segmenter: %s; vocabulary: %d tokens; "
                "workers: %d", "dynamic (unmasked + word_starts)" if opts.dynamic_masking else
-               "static", ", no NSP" if opts.no_nsp else "", opts.strategy,
+               "static", ", no NSP" if opts.no_nsp else "", _describe_masking(featurizer),
                opts.chinese_word_segmenter, len(featurizer.tokenizer.vocab), opts.num_workers)
+
+
+def _describe_masking(featurizer):
+  """E.g. "ngram" or "ngram, similar words (4,210 words from sim.tsv)"."""
+  config = featurizer.masking
+  if config.replacement != "similar":
+    return config.strategy
+  return "%s, similar words (%d words from %s)" % (config.strategy, len(config.similar_words),
+                                                    config.similar_words.source)
 
 
 def main(_):

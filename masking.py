@@ -25,6 +25,15 @@ Shared rules:
   * Random replacements are drawn uniformly from the vocabulary minus the special ids and
     [MASK] (stock could insert [CLS], [SEP] or [PAD] into the text).
 
+Replacement (`MaskingConfig.replacement`, --masking_replacement):
+
+  mask        The 80% share becomes [MASK] (stock).
+  similar     MacBERT's "MLM as correction": the 80% share becomes similar words instead, word
+              by word within a span, each with the same number of pieces as the original word
+              (similar_words.SimilarWords.replace: a neighbour from --similar_words_file, else
+              a random word; never the original). The 10% random / 10% kept shares are as
+              above. [MASK] then never appears in the input, as in fine-tuning.
+
 This module does not import TensorFlow: the trainer wraps `mask_batch` in tf.numpy_function.
 """
 
@@ -34,6 +43,7 @@ from cli import InputError
 import tokenization
 
 STRATEGIES = ("token", "whole_word", "ngram")
+REPLACEMENTS = ("mask", "similar")
 
 # A chosen span is replaced by [MASK] if u < _MASK_CUTOFF, kept if u < _KEEP_CUTOFF, otherwise
 # replaced by random tokens (u uniform in [0, 1)).
@@ -58,12 +68,20 @@ class MaskingConfig(object):
     special_ids: int64 array of ids never masked ([CLS], [SEP], [PAD]).
     replacement_ids: int64 array of ids a random replacement is drawn from.
     ngram_probs: float64 array [max_ngram], p(n) for n = 1..max_ngram.
+    replacement: "mask" or "similar" (what the 80% share becomes).
+    similar_words: similar_words.SimilarWords, or None (required by "similar").
   """
 
   def __init__(self, vocab_size, mask_id, special_ids, strategy="token", masked_lm_prob=0.15,
-               max_predictions_per_seq=20, max_ngram=3):
+               max_predictions_per_seq=20, max_ngram=3, replacement="mask", similar_words=None):
     if strategy not in STRATEGIES:
       raise InputError("--masking=%s: expected one of %s" % (strategy, "|".join(STRATEGIES)))
+    if replacement not in REPLACEMENTS:
+      raise InputError("--masking_replacement=%s: expected one of %s" %
+                       (replacement, "|".join(REPLACEMENTS)))
+    if replacement == "similar" and similar_words is None:
+      raise InputError("--masking_replacement=similar needs --similar_words_file "
+                       "(word<TAB>neighbour ... lines; build_similar_words.py makes one)")
     if not 0.0 < masked_lm_prob <= 1.0:
       raise InputError("--masked_lm_prob=%s: expected a value in (0, 1]" % masked_lm_prob)
     if max_predictions_per_seq < 1:
@@ -80,6 +98,8 @@ class MaskingConfig(object):
     excluded = np.append(self.special_ids, self.mask_id)
     self.replacement_ids = np.setdiff1d(np.arange(vocab_size, dtype=np.int64), excluded)
     self.ngram_probs = ngram_length_probs(self.max_ngram)
+    self.replacement = replacement
+    self.similar_words = similar_words
 
   @classmethod
   def from_vocab(cls, vocab, source="vocabulary", **kwargs):
@@ -271,15 +291,35 @@ def mask_sequence(input_ids, word_starts, rng, config):
     return masked, empty, empty
   positions = np.array([p for first, end, _ in spans for p in range(first, end)])
   # One draw per span decides [MASK] / keep / random for all of its tokens.
-  choice = np.repeat(rng.random(len(spans)), [end - first for first, end, _ in spans])
+  span_choice = rng.random(len(spans))
+  choice = np.repeat(span_choice, [end - first for first, end, _ in spans])
   to_mask = positions[choice < _MASK_CUTOFF]
   to_randomize = positions[choice >= _KEEP_CUTOFF]
-  masked[to_mask] = config.mask_id
+  if config.replacement == "mask":
+    masked[to_mask] = config.mask_id
   replacement_ids = config.replacement_ids
   masked[to_randomize] = replacement_ids[rng.integers(len(replacement_ids),
                                                       size=len(to_randomize))]
+  if config.replacement == "similar":
+    for (first, end, _), u in zip(spans, span_choice.tolist()):
+      if u < _MASK_CUTOFF:
+        _replace_words(masked, input_ids, starts, ends, first, end, rng, config)
   positions.sort()
   return masked, positions, input_ids[positions]
+
+
+def _replace_words(masked, input_ids, starts, ends, first, end, rng, config):
+  """Puts a similar word in place of each unit (word or token) of the span [first, end).
+
+  Args:
+    masked: int64 array [L], written in place.
+    input_ids: int64 array [L], the original ids.
+    starts, ends: int arrays [W], the units of the sequence (word_boundaries).
+    first, end: the span's first token and one past its last.
+  """
+  for w in range(np.searchsorted(starts, first), np.searchsorted(starts, end)):
+    masked[starts[w]:ends[w]] = config.similar_words.replace(
+        input_ids[starts[w]:ends[w]], rng, config.replacement_ids)
 
 
 def mask_ids(input_ids, word_starts, rng, config):

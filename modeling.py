@@ -269,24 +269,8 @@ class BertModel(object):
       _PART_PLACERS[-1].begin(config)
     with tf.variable_scope(scope or "bert"):
       with tf.variable_scope("embeddings"), _part("embeddings"):
-        (self.embedding_output, self.embedding_table) = embedding_lookup(
-            input_ids=input_ids,
-            vocab_size=config.vocab_size,
-            embedding_size=config.hidden_size,
-            initializer_range=config.initializer_range,
-            word_embedding_name="word_embeddings",
-            use_one_hot_embeddings=use_one_hot_embeddings)
-        self.embedding_output = embedding_postprocessor(
-            input_tensor=self.embedding_output,
-            use_token_type=True,
-            token_type_ids=token_type_ids,
-            token_type_vocab_size=config.type_vocab_size,
-            token_type_embedding_name="token_type_embeddings",
-            use_position_embeddings=True,
-            position_embedding_name="position_embeddings",
-            initializer_range=config.initializer_range,
-            max_position_embeddings=config.max_position_embeddings,
-            dropout_prob=config.hidden_dropout_prob)
+        (self.embedding_output, self.embedding_table) = bert_embeddings(
+            config, input_ids, token_type_ids, use_one_hot_embeddings)
 
       with tf.variable_scope("encoder"):
         if attention_mask is None:
@@ -336,6 +320,44 @@ class BertModel(object):
   def get_embedding_table(self):
     """float Variable [vocab_size, hidden_size]: the word embedding table."""
     return self.embedding_table
+
+
+def bert_embeddings(config, input_ids, token_type_ids, use_one_hot_embeddings=False):
+  """BERT's input embeddings in the current variable scope (stock: "bert/embeddings").
+
+  Word, position and token-type tables of width config.hidden_size, then layer norm and dropout
+  (config.hidden_dropout_prob). ELECTRA's generator calls this under the discriminator's scope to
+  share the same tables.
+
+  Args:
+    config: `BertConfig`.
+    input_ids: int32 Tensor [batch_size, seq_length].
+    token_type_ids: int32 Tensor [batch_size, seq_length].
+    use_one_hot_embeddings: look words up with a one-hot matmul instead of a gather.
+
+  Returns:
+    (output float Tensor [batch_size, seq_length, hidden_size],
+     word embedding table float Variable [vocab_size, hidden_size]).
+  """
+  output, table = embedding_lookup(
+      input_ids=input_ids,
+      vocab_size=config.vocab_size,
+      embedding_size=config.hidden_size,
+      initializer_range=config.initializer_range,
+      word_embedding_name="word_embeddings",
+      use_one_hot_embeddings=use_one_hot_embeddings)
+  output = embedding_postprocessor(
+      input_tensor=output,
+      use_token_type=True,
+      token_type_ids=token_type_ids,
+      token_type_vocab_size=config.type_vocab_size,
+      token_type_embedding_name="token_type_embeddings",
+      use_position_embeddings=True,
+      position_embedding_name="position_embeddings",
+      initializer_range=config.initializer_range,
+      max_position_embeddings=config.max_position_embeddings,
+      dropout_prob=config.hidden_dropout_prob)
+  return output, table
 
 
 def check_config_for_sequence(config, seq_length):

@@ -13,6 +13,7 @@ The masked-LM output projection is the word embedding table (`bert/embeddings/wo
 [vocab_size, H]) transposed: input and output embeddings are tied, as in the released models.
 """
 
+import numpy as np
 import tensorflow.compat.v1 as tf
 
 import modeling
@@ -20,6 +21,24 @@ import modeling
 # Added to the sum of the masked-LM weights before dividing by it (stock value): a batch whose
 # prediction slots are all padding gets loss 0 instead of NaN.
 MASKED_LM_WEIGHT_EPSILON = 1e-5
+
+
+def masked_token_count(features):
+  """The masked-LM loss denominator of a batch: sum of its masked_lm_weights + epsilon.
+
+  The training tower divides its weighted masked-LM loss sum by its share of this count over
+  the whole global batch (GlobalBatch.loss_denominator). The mean of the tower losses is then
+  exactly the loss of the whole batch, and N towers x b rows train like 1 tower x N*b rows, even
+  when the towers hold different numbers of masked tokens (per-tower normalisation would weight
+  those unequally).
+
+  Args:
+    features: dict with "masked_lm_weights" float Tensor [rows, P].
+
+  Returns:
+    float32 scalar.
+  """
+  return tf.reduce_sum(features["masked_lm_weights"]) + MASKED_LM_WEIGHT_EPSILON
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -122,3 +141,26 @@ def get_next_sentence_output(bert_config, input_tensor, labels):
     per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
     loss = tf.reduce_mean(per_example_loss)
   return loss, per_example_loss, log_probs
+
+
+def masked_lm_metrics(outputs):
+  """Masked-LM accuracy and loss in numpy, averaged over the real prediction slots.
+
+  Weighted by masked_lm_weights, as stock tf.metrics with weights.
+
+  Args:
+    outputs: dict of numpy arrays [examples, P]: masked_lm_weights, masked_lm_predictions,
+      masked_lm_ids and masked_lm_log_prob (log-probability of the original token).
+
+  Returns:
+    dict: masked_lm_accuracy, masked_lm_loss, masked_lm_predictions_count, eval_examples.
+  """
+  weights = outputs["masked_lm_weights"].astype(np.float64)
+  total_weight = max(float(np.sum(weights)), 1e-12)
+  correct = outputs["masked_lm_predictions"] == outputs["masked_lm_ids"]
+  return {
+      "masked_lm_accuracy": float(np.sum(weights * correct) / total_weight),
+      "masked_lm_loss": float(-np.sum(weights * outputs["masked_lm_log_prob"]) / total_weight),
+      "masked_lm_predictions_count": int(np.sum(weights > 0)),
+      "eval_examples": int(len(weights)),
+  }

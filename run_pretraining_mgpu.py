@@ -19,6 +19,11 @@ export/ after training (bert_model.ckpt with the model weights only, bert_config
 vocabulary: start fine-tuning from export/bert_model.ckpt), eval_results.txt (stock keys) and
 predict.txt (each masked position's original and predicted token, one line per eval example, in
 input order). --do_eval and --do_predict use --eval_batch_size per tower.
+
+--objective=electra trains replaced-token detection on the same records instead (ELECTRA; see
+electra_model.py): a small generator samples replacements for the masked tokens and the model
+learns, for every token, whether it was replaced; export/ then holds that model (the
+discriminator) with stock names, export/generator/ the generator.
 """
 
 import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
@@ -33,11 +38,14 @@ import tensorflow.compat.v1 as tf
 
 import cli
 import common_flags
+import electra_model
+import electra_pretraining
 import input_pipeline
 import masking
 import modeling
 import pretraining_model
 import pretraining_records
+import similar_words
 import training
 
 FLAGS = flags.FLAGS
@@ -75,6 +83,29 @@ flags.DEFINE_enum(
 flags.DEFINE_integer("max_ngram", 3, "Dynamic records, --masking=ngram: longest span in words.")
 flags.DEFINE_float("masked_lm_prob", 0.15,
                    "Dynamic records only: share of the tokens to mask on the fly.")
+flags.DEFINE_enum(
+    "masking_replacement", "mask", list(masking.REPLACEMENTS),
+    "Dynamic records only: what the 80% share of the selected words becomes. mask: [MASK]; "
+    "similar: a similar word with the same number of pieces from --similar_words_file, or a "
+    "random word (MacBERT's MLM as correction; never the original).")
+flags.DEFINE_string(
+    "similar_words_file", None,
+    "--masking_replacement=similar: word<TAB>neighbour neighbour ... lines "
+    "(build_similar_words.py).")
+flags.DEFINE_enum(
+    "objective", "mlm", ["mlm", "electra"],
+    "mlm: BERT's masked LM (+ NSP when the records have it). electra: replaced-token "
+    "detection (ELECTRA): a small generator fills the masked positions with sampled tokens and "
+    "the model (the discriminator) learns, for every token, whether it was replaced; NSP "
+    "labels are ignored. The same records serve both; export/ holds the discriminator as a "
+    "stock BERT checkpoint.")
+flags.DEFINE_float(
+    "generator_hidden_ratio", electra_model.DEFAULT_GENERATOR_HIDDEN_RATIO,
+    "--objective=electra: the generator's width as a share of the model's hidden_size (its "
+    "depth is the model's, its heads hidden / 64). 0.25 is ELECTRA-small's.")
+flags.DEFINE_float(
+    "disc_weight", electra_model.DEFAULT_DISC_WEIGHT,
+    "--objective=electra: loss = generator masked-LM loss + disc_weight x discriminator loss.")
 
 def resolve_input_files(spec, flag_name):
   """The files named by a comma-separated list of paths, globs and directories.
@@ -134,24 +165,6 @@ def record_format(files, flag_name):
   fmt["max_predictions_per_seq"] = FLAGS.max_predictions_per_seq
   logging.info("%s: %d file(s), %s", flag_name, len(files), fmt)
   return fmt
-
-
-def masked_token_count(features):
-  """The masked-LM loss denominator of a batch: sum of its masked_lm_weights + epsilon.
-
-  The training tower divides its weighted masked-LM loss sum by its share of this count over
-  the whole global batch (GlobalBatch.loss_denominator). The mean of the tower losses is then
-  exactly the loss of the whole batch, and N towers x b rows train like 1 tower x N*b rows, even
-  when the towers hold different numbers of masked tokens (per-tower normalisation would weight
-  those unequally).
-
-  Args:
-    features: dict with "masked_lm_weights" float Tensor [rows, P].
-
-  Returns:
-    float32 scalar.
-  """
-  return tf.reduce_sum(features["masked_lm_weights"]) + pretraining_model.MASKED_LM_WEIGHT_EPSILON
 
 
 def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_examples=0):
@@ -248,7 +261,7 @@ def tower_fn_builder(bert_config, has_nsp, is_training):
     weights = features["masked_lm_weights"]
     denominator = None
     if is_training:
-      denominator = global_batch.loss_denominator(masked_token_count)
+      denominator = global_batch.loss_denominator(pretraining_model.masked_token_count)
     masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
         pretraining_model.get_masked_lm_output(
             bert_config, model.get_sequence_output(), model.get_embedding_table(), positions,
@@ -294,15 +307,7 @@ def evaluation_metrics(outputs):
   Returns:
     dict of metric name -> float.
   """
-  weights = outputs["masked_lm_weights"].astype(np.float64)
-  total_weight = max(float(np.sum(weights)), 1e-12)
-  correct = outputs["masked_lm_predictions"] == outputs["masked_lm_ids"]
-  results = {
-      "masked_lm_accuracy": float(np.sum(weights * correct) / total_weight),
-      "masked_lm_loss": float(-np.sum(weights * outputs["masked_lm_log_prob"]) / total_weight),
-      "masked_lm_predictions_count": int(np.sum(weights > 0)),
-      "eval_examples": int(len(weights)),
-  }
+  results = pretraining_model.masked_lm_metrics(outputs)
   results["loss"] = results["masked_lm_loss"]
   if "next_sentence_labels" in outputs:
     results["next_sentence_accuracy"] = float(np.mean(
@@ -340,6 +345,55 @@ def prediction_lines(outputs, inv_vocab):
     yield " ".join(items)
 
 
+class MaskedLmObjective(object):
+  """BERT's masked LM (+ NSP): the tower_fn, metrics and predict.txt lines of this module."""
+
+  name = "mlm"
+  uses_nsp = True  # When the records have next_sentence_labels.
+
+  def __init__(self, bert_config):
+    self.bert_config = bert_config
+
+  def run_identity(self):
+    return {"objective": self.name}
+
+  def tower_fn_builder(self, has_nsp, is_training):
+    return tower_fn_builder(self.bert_config, has_nsp, is_training)
+
+  def export(self, output_dir):
+    """Nothing beyond export/ (training.export_model): the heads are the stock cls/."""
+    del output_dir
+
+  @staticmethod
+  def evaluation_metrics(outputs):
+    return evaluation_metrics(outputs)
+
+  @staticmethod
+  def prediction_lines(outputs, inv_vocab):
+    return prediction_lines(outputs, inv_vocab)
+
+
+def objective_from_flags(bert_config):
+  """The --objective (MaskedLmObjective or ElectraObjective), checked.
+
+  Raises:
+    InputError: a bad --generator_hidden_ratio or --disc_weight, or ELECTRA with pipeline
+      stages (not built).
+  """
+  if FLAGS.objective == "mlm":
+    return MaskedLmObjective(bert_config)
+  if not 0.0 < FLAGS.generator_hidden_ratio <= 1.0:
+    raise cli.InputError("--generator_hidden_ratio=%s: expected a value in (0, 1]" %
+                         FLAGS.generator_hidden_ratio)
+  if FLAGS.disc_weight < 0.0:
+    raise cli.InputError("--disc_weight=%s: expected a number >= 0" % FLAGS.disc_weight)
+  if FLAGS.pipeline_stages > 1:
+    raise cli.InputError("--objective=electra does not support --pipeline_stages=%d yet; use "
+                         "data-parallel towers (--pipeline_stages=1)" % FLAGS.pipeline_stages)
+  return electra_pretraining.ElectraObjective(
+      bert_config, FLAGS.generator_hidden_ratio, FLAGS.disc_weight, eval_seed=FLAGS.random_seed)
+
+
 def checkpoint_has_nsp_head(checkpoint):
   """Whether `checkpoint` holds cls/seq_relationship (MLM-only checkpoints do not)."""
   names = set(name for name, _ in tf.train.list_variables(checkpoint))
@@ -366,7 +420,8 @@ def load_model(fmt, will_train=False):
   Also checks the run against --output_dir's run_info.json (a training run records its own).
 
   Returns:
-    (bert_config, tokenizer or None, masking.MaskingConfig or None).
+    (bert_config, tokenizer or None, masking.MaskingConfig or None, the --objective's
+    MaskedLmObjective or electra_pretraining.ElectraObjective).
   """
   needs_vocab = fmt["dynamic"] or FLAGS.do_predict
   if needs_vocab and not (FLAGS.vocab_file or FLAGS.spm_model_file):
@@ -376,15 +431,24 @@ def load_model(fmt, will_train=False):
          "by --do_predict to print tokens"))
   bert_config, tokenizer, vocab_digest = common_flags.load_config_and_tokenizer(
       needs_vocab or bool(FLAGS.vocab_file))
-  common_flags.check_run_info(common_flags.run_identity(bert_config, vocab_digest),
-                              will_train=will_train)
+  objective = objective_from_flags(bert_config)
+  common_flags.check_run_info(
+      common_flags.run_identity(bert_config, vocab_digest, **objective.run_identity()),
+      will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
+    similar = None
+    if FLAGS.masking_replacement == "similar":
+      if not FLAGS.similar_words_file:
+        raise cli.InputError("--masking_replacement=similar needs --similar_words_file "
+                             "(build_similar_words.py makes one)")
+      similar = similar_words.load(FLAGS.similar_words_file, tokenizer)
     masking_config = masking.MaskingConfig.from_vocab(
         tokenizer.vocab, source="--vocab_file=%s" % (FLAGS.vocab_file or FLAGS.spm_model_file),
         strategy=FLAGS.masking, masked_lm_prob=FLAGS.masked_lm_prob,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, max_ngram=FLAGS.max_ngram)
-  return bert_config, tokenizer, masking_config
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, max_ngram=FLAGS.max_ngram,
+        replacement=FLAGS.masking_replacement, similar_words=similar)
+  return bert_config, tokenizer, masking_config, objective
 
 
 def main(_):
@@ -401,36 +465,37 @@ def main(_):
   if FLAGS.do_train:
     train_files = resolve_input_files(FLAGS.input_file, "input_file")
     fmt = record_format(train_files, "input_file")
-    bert_config, _, masking_config = load_model(fmt, will_train=True)
+    bert_config, _, masking_config, objective = load_model(fmt, will_train=True)
     check_vocab_matches(bert_config, train_files)
-    training.train(tower_fn_builder(bert_config, fmt["has_nsp"], is_training=True),
+    training.train(objective.tower_fn_builder(fmt["has_nsp"], is_training=True),
                    input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(FLAGS.num_train_steps, FLAGS.num_warmup_steps))
     training.export_model(FLAGS.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file)
+    objective.export(FLAGS.output_dir)
 
   if FLAGS.do_eval or FLAGS.do_predict:
     fmt = record_format(eval_files, eval_flag)
-    bert_config, tokenizer, masking_config = load_model(fmt, will_train=False)
+    bert_config, tokenizer, masking_config, objective = load_model(fmt, will_train=False)
     check_vocab_matches(bert_config, eval_files)
     checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
-    has_nsp = fmt["has_nsp"] and checkpoint_has_nsp_head(checkpoint)
-    if fmt["has_nsp"] and not has_nsp:
+    has_nsp = fmt["has_nsp"] and objective.uses_nsp and checkpoint_has_nsp_head(checkpoint)
+    if fmt["has_nsp"] and objective.uses_nsp and not has_nsp:
       logging.warning("%s has no next-sentence head: evaluating the masked LM only", checkpoint)
     max_examples = max(FLAGS.max_eval_steps, 0) * FLAGS.eval_batch_size
     outputs = training.run_inference(
-        tower_fn_builder(bert_config, has_nsp, is_training=False),
+        objective.tower_fn_builder(has_nsp, is_training=False),
         input_fn_builder(eval_files, fmt, False, masking_config, max_examples),
         checkpoint, common_flags.inference_parallel(), FLAGS.eval_batch_size)
     logging.info("Ran %s on %d examples of --%s", checkpoint, len(outputs["masked_lm_ids"]),
                  eval_flag)
     if FLAGS.do_eval:
-      results = evaluation_metrics(outputs)
+      results = objective.evaluation_metrics(outputs)
       results["global_step"] = training.checkpoint_step(checkpoint)
       common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
     if FLAGS.do_predict:
       path = os.path.join(FLAGS.output_dir, "predict.txt")
       with tf.io.gfile.GFile(path, "w") as writer:
-        for line in prediction_lines(outputs, tokenizer.inv_vocab):
+        for line in objective.prediction_lines(outputs, tokenizer.inv_vocab):
           writer.write(line + "\n")
       logging.info("Wrote %d lines to %s", len(outputs["masked_lm_ids"]), path)
 

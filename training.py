@@ -867,7 +867,7 @@ def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
   checkpoint = latest_checkpoint(output_dir)
   export_dir = os.path.join(output_dir, EXPORT_DIR)
   tf.io.gfile.makedirs(export_dir)
-  prefix = _write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"))
+  prefix = write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"))
   with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as writer:
     writer.write(bert_config.to_json_string())
   if spm_model_file:
@@ -878,14 +878,18 @@ def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
   return prefix
 
 
-def _write_model_weights(checkpoint, prefix):
-  """Writes the bert/ and cls/ weights of `checkpoint` to `prefix`; returns `prefix`."""
+def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/")):
+  """Writes the weights of `checkpoint` under `scopes` (no Adam slot) to `prefix`.
+
+  Returns:
+    `prefix`.
+  """
   reader = tf.train.load_checkpoint(checkpoint)
   dtypes = reader.get_variable_to_dtype_map()
   with tf.Graph().as_default():
     variables = {name: tf.get_variable(name, shape, dtypes[name])
                  for name, shape in tf.train.list_variables(checkpoint)
-                 if name.startswith(("bert/", "cls/"))
+                 if name.startswith(tuple(scopes))
                  and not name.endswith(("/adam_m", "/adam_v"))}
     saver = tf.train.Saver(variables)
     with tf.Session() as sess:

@@ -1,9 +1,7 @@
 """run_pretraining_mgpu.py and pretraining_model.py: heads, tower equivalence, dynamic masking,
 and the real script end to end (train, resume, eval, predict, errors) on tiny data."""
 
-import json
 import os
-import random
 import re
 
 from absl import flags
@@ -16,20 +14,17 @@ import create_pretraining_data
 import input_pipeline
 import masking
 import modeling
-import optimization
 import pretraining_model
 import pretraining_records
 import run_pretraining_mgpu
-import tower_utils
+import pretraining_helpers
 from script_runner import run_script
 
 FLAGS = flags.FLAGS
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCRIPT = os.path.join(REPO, "run_pretraining_mgpu.py")
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
-         "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."] + WORDS
+WORDS, VOCAB = pretraining_helpers.WORDS, pretraining_helpers.VOCAB
 SEQ, SLOTS = 32, 5
 CONFIG = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
               intermediate_size=64, max_position_embeddings=SEQ, type_vocab_size=2)
@@ -38,25 +33,13 @@ CONFIG = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_at
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   """A tiny vocab, bert_config.json and three kinds of records made by create_pretraining_data."""
-  root = tmp_path_factory.mktemp("pretraining")
-  vocab_file = str(root / "vocab.txt")
-  with open(vocab_file, "w") as f:
-    f.write("\n".join(VOCAB) + "\n")
-  rng = random.Random(0)
-  corpus = str(root / "corpus.txt")
-  with open(corpus, "w") as f:
-    for _ in range(20):
-      for _ in range(rng.randint(2, 5)):
-        f.write(" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))) + " .\n")
-      f.write("\n")
-  config_file = str(root / "bert_config.json")
-  with open(config_file, "w") as f:
-    json.dump(CONFIG, f)
-  paths = {"root": root, "vocab": vocab_file, "config": config_file}
+  paths = pretraining_helpers.write_tiny_corpus(tmp_path_factory.mktemp("pretraining"), CONFIG,
+                                                documents=20)
   for name, options in (("static", {}), ("dynamic_mlm", dict(dynamic_masking=True, no_nsp=True))):
-    paths[name] = str(root / ("%s.tfrecord" % name))
+    paths[name] = str(paths["root"] / ("%s.tfrecord" % name))
     create_pretraining_data.run(create_pretraining_data.Options(
-        input_file=corpus, output_file=paths[name], vocab_file=vocab_file, max_seq_length=SEQ,
+        input_file=paths["corpus"], output_file=paths[name], vocab_file=paths["vocab"],
+        max_seq_length=SEQ,
         max_predictions_per_seq=SLOTS, dupe_factor=1, **options))
   return paths
 
@@ -125,21 +108,9 @@ def _one_update(n_towers, batch, start_values=None):
   """
   config = modeling.BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                **CONFIG)
-  with tf.Graph().as_default() as graph:
-    features = {k: tf.constant(v) for k, v in batch.items()}
-    towers = tower_utils.build_towers(
-        run_pretraining_mgpu.tower_fn_builder(config, True, is_training=True), features,
-        tower_utils.parallel_spec(n_towers))
-    train_op, _ = optimization.create_train_op_from_grads(towers.grads_and_vars, 1e-3, 10, 0)
-    trainable = {v.op.name: v for v in tf.trainable_variables()}
-    with tf.Session(graph=graph, config=tower_utils.session_config(n_towers)) as sess:
-      sess.run(tf.global_variables_initializer())
-      for name, value in (start_values or {}).items():
-        trainable[name].load(value, sess)
-      before = sess.run(trainable)
-      loss, _ = sess.run([towers.loss, train_op])
-      after = sess.run(trainable)
-  return loss, before, after
+  return pretraining_helpers.one_update(
+      run_pretraining_mgpu.tower_fn_builder(config, True, is_training=True), n_towers, batch,
+      start_values)
 
 
 def test_n_towers_train_like_one_tower_with_the_whole_batch():
