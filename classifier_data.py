@@ -78,7 +78,14 @@ class DataProcessor(object):
   def get_dev_examples(self, data_dir):
     raise NotImplementedError()
 
+  # The test set's file name in data_dir.
+  TEST_FILE = "test.tsv"
+
   def get_test_examples(self, data_dir):
+    return self.read_test_file(os.path.join(data_dir, self.TEST_FILE))
+
+  def read_test_file(self, path):
+    """Examples of a test file in the task's layout (any path, e.g. --predict_file)."""
     raise NotImplementedError()
 
   def get_labels(self):
@@ -115,8 +122,9 @@ class XnliProcessor(DataProcessor):
         e.label = "contradiction"
     return examples
 
-  def _xnli_split(self, data_dir, name):
-    path = os.path.join(data_dir, "xnli.%s.tsv" % name)
+  TEST_FILE = "xnli.test.tsv"
+
+  def _xnli_split(self, path, name):
     examples = []
     for i, (line_number, fields) in enumerate(read_tsv(path)):
       if i == 0:
@@ -131,10 +139,10 @@ class XnliProcessor(DataProcessor):
     return examples
 
   def get_dev_examples(self, data_dir):
-    return self._xnli_split(data_dir, "dev")
+    return self._xnli_split(os.path.join(data_dir, "xnli.dev.tsv"), "dev")
 
-  def get_test_examples(self, data_dir):
-    return self._xnli_split(data_dir, "test")
+  def read_test_file(self, path):
+    return self._xnli_split(path, "test")
 
   def get_labels(self):
     return ["contradiction", "entailment", "neutral"]
@@ -153,9 +161,10 @@ class MnliProcessor(DataProcessor):
     return self._examples(os.path.join(data_dir, "dev_matched.tsv"), "dev_matched", True,
                           (8, 9, -1), self._LAYOUT)
 
-  def get_test_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "test_matched.tsv"), "test", True,
-                          (8, 9, None), self._LAYOUT)
+  TEST_FILE = "test_matched.tsv"
+
+  def read_test_file(self, path):
+    return self._examples(path, "test", True, (8, 9, None), self._LAYOUT)
 
   def get_labels(self):
     return ["contradiction", "entailment", "neutral"]
@@ -174,9 +183,8 @@ class MrpcProcessor(DataProcessor):
     return self._examples(os.path.join(data_dir, "dev.tsv"), "dev", True, (3, 4, 0),
                           self._LAYOUT)
 
-  def get_test_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "test.tsv"), "test", True, (3, 4, None),
-                          self._LAYOUT)
+  def read_test_file(self, path):
+    return self._examples(path, "test", True, (3, 4, None), self._LAYOUT)
 
   def get_labels(self):
     return ["0", "1"]
@@ -195,9 +203,8 @@ class ColaProcessor(DataProcessor):
     return self._examples(os.path.join(data_dir, "dev.tsv"), "dev", False, (3, None, 1),
                           self._LAYOUT)
 
-  def get_test_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "test.tsv"), "test", True, (1, None, None),
-                          "index, sentence")
+  def read_test_file(self, path):
+    return self._examples(path, "test", True, (1, None, None), "index, sentence")
 
   def get_labels(self):
     return ["0", "1"]
@@ -251,8 +258,8 @@ class TsvProcessor(DataProcessor):
   def get_dev_examples(self, data_dir):
     return self._read(os.path.join(data_dir, "dev.tsv"), "dev", need_label=True)
 
-  def get_test_examples(self, data_dir):
-    return self._read(os.path.join(data_dir, "test.tsv"), "test", need_label=False)
+  def read_test_file(self, path):
+    return self._read(path, "test", need_label=False)
 
   def get_labels(self):
     if self._labels is None:
@@ -344,6 +351,11 @@ class TsvProcessor(DataProcessor):
     if columns[2] is not None:
       names.append("label (col %d)" % (columns[2] + 1 if columns[2] >= 0 else columns[2]))
     return ", ".join(names)
+
+
+def text_example(line_number, text):
+  """The example of one line of a plain-text --predict_file: the whole line is text_a."""
+  return InputExample("predict-%d" % line_number, tokenization.convert_to_unicode(text))
 
 
 def truncate_tokens(tokens, budget, mode):

@@ -67,7 +67,7 @@ def define_training_flags(default_learning_rate=5e-5):
           "CUDA_VISIBLE_DEVICES (on CPU-only machines, on virtual CPU device i). The global "
           "batch per update is train_batch_size * n_gpus * grad_accum_steps.")
   _define("integer", "train_batch_size", 32, "Training batch size per tower.")
-  _define("integer", "eval_batch_size", 8, "Batch size for eval.")
+  _define("integer", "eval_batch_size", 8, "Batch size for eval, per tower.")
   _define("integer", "predict_batch_size", 8, "Batch size for predict, per tower.")
   _define("float", "learning_rate", default_learning_rate, "The peak learning rate for Adam.")
   _define("integer", "save_checkpoints_steps", 1000, "How often to save a checkpoint (steps).")
@@ -147,19 +147,158 @@ def define_speed_flags():
           "one all-reduce per buffer.")
 
 
+def define_length_flags():
+  """Length-aware batches of the fine-tuning scripts (input_pipeline.LengthOptions)."""
+  _define("bool", "pad_to_batch_max", True,
+          "Pad each batch only to its longest example (rounded up to --pad_to_multiple_of, at "
+          "most --max_seq_length) instead of to --max_seq_length, in training, eval and "
+          "predict; eval and predict also batch examples of similar length together "
+          "(--bucket_window) and restore the input order. Predictions are the same within "
+          "float rounding; short texts run much faster. With --use_xla each distinct length "
+          "compiles once.")
+  _define("integer", "pad_to_multiple_of", 8,
+          "With --pad_to_batch_max: round each batch's length up to a multiple of this (8 suits "
+          "GPU tensor cores and limits the number of shapes XLA compiles).")
+  _define("bool", "bucket_by_length", False,
+          "Training: put examples of similar length in the same batch, so batches carry less "
+          "padding. Each window of --bucket_window batches of shuffled examples is sorted by "
+          "length, cut into batches and the batches shuffled; every example is still seen once "
+          "per epoch. Needs --pad_to_batch_max.")
+  _define("integer", "bucket_window", 32,
+          "Batches per sorting window of --bucket_by_length (larger: less padding, less random "
+          "batches). With --pad_to_batch_max, eval and predict also sort each window of this "
+          "many batches by length, and put the outputs back in input order.")
+
+
+def length_options(is_training):
+  """The input_pipeline.LengthOptions of the length flags (flags checked in tower_flag_checks)."""
+  import input_pipeline  # pylint: disable=g-import-not-at-top
+  if "pad_to_batch_max" not in FLAGS or not FLAGS.pad_to_batch_max:
+    return input_pipeline.FIXED_LENGTH
+  # Eval and predict always sort by length within windows (outputs come back in input order);
+  # training only with --bucket_by_length.
+  return input_pipeline.LengthOptions(
+      FLAGS.pad_to_multiple_of, FLAGS.bucket_window if FLAGS.bucket_by_length or not is_training
+      else 0)
+
+
+def record_input_fn(record_file, name_to_features, is_training):
+  """input_fn(rows, seed, shard) over one TFRecord file, with the run's length options."""
+  import input_pipeline  # pylint: disable=g-import-not-at-top
+  lengths = length_options(is_training)
+
+  def input_fn(rows, seed, shard):
+    return input_pipeline.record_dataset([record_file], name_to_features, rows, is_training,
+                                         seed=seed, shard=shard, lengths=lengths)
+
+  return input_fn
+
+
+def define_periodic_eval_flags():
+  """Evaluation during training, the best checkpoint and early stopping (periodic_eval.py)."""
+  _define("integer", "eval_every_n_steps", 0,
+          "Evaluate on the dev set every this many steps during training (and at its end), "
+          "saving a checkpoint there first; metrics go to TensorBoard (output_dir/eval) and "
+          "output_dir/eval_history.tsv. 0: only --do_eval after training.")
+  _define("string", "best_metric", "eval_accuracy",
+          "The eval metric that picks the best checkpoint: a key of eval_results.txt, e.g. "
+          "eval_accuracy, macro_f1, f1_<label>, eval_loss (metrics with 'loss' in their name: "
+          "lower is better; others: higher).")
+  _define("bool", "keep_best", False,
+          "With --eval_every_n_steps: keep the best checkpoint by --best_metric in "
+          "output_dir/best/, apart from the rolling checkpoints (--keep_checkpoint_max never "
+          "deletes it; a resumed run keeps comparing against it).")
+  _define("integer", "early_stopping_patience", 0,
+          "With --eval_every_n_steps: stop training after this many evaluations in a row "
+          "without a better --best_metric (the checkpoint of the stop is saved). 0: never.")
+  _define("bool", "use_best_checkpoint", False,
+          "Evaluate, predict and export with the checkpoint kept by --keep_best "
+          "(output_dir/best/) instead of the latest one.")
+
+
+def check_periodic_eval_flags(parallel_spec):
+  """Raises InputError for evaluation-during-training flags that cannot work together."""
+  for name in ("eval_every_n_steps", "early_stopping_patience"):
+    if getattr(FLAGS, name) < 0:
+      raise cli.InputError("--%s=%d: expected an integer >= 0 (0: off)" %
+                           (name, getattr(FLAGS, name)))
+  for name in ("keep_best", "early_stopping_patience"):
+    if getattr(FLAGS, name) and not FLAGS.eval_every_n_steps:
+      raise cli.InputError("--%s needs evaluation during training: set --eval_every_n_steps "
+                           "(and provide the dev set)" % name)
+  if FLAGS.use_best_checkpoint and FLAGS.do_train and not FLAGS.keep_best:
+    raise cli.InputError("--use_best_checkpoint with --do_train needs --keep_best (and "
+                         "--eval_every_n_steps) to keep a best checkpoint")
+  if FLAGS.early_stopping_patience and parallel_spec.cluster.tasks:
+    raise cli.InputError("--early_stopping_patience is not supported with several processes "
+                         "yet (only the chief evaluates); use --keep_best and stop by steps")
+
+
+def periodic_eval(evaluate_fn):
+  """A periodic_eval.PeriodicEval from the flags, or None without --eval_every_n_steps."""
+  import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
+  if not FLAGS.eval_every_n_steps:
+    return None
+  return periodic_eval_lib.PeriodicEval(evaluate_fn, FLAGS.eval_every_n_steps, FLAGS.best_metric,
+                                        FLAGS.output_dir, FLAGS.keep_best,
+                                        FLAGS.early_stopping_patience)
+
+
+def eval_checkpoint():
+  """The checkpoint to evaluate, predict and export with: the best (--use_best_checkpoint),
+  else the latest of --output_dir, else --init_checkpoint."""
+  import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
+  import training  # pylint: disable=g-import-not-at-top
+  if "use_best_checkpoint" in FLAGS and FLAGS.use_best_checkpoint:
+    return periodic_eval_lib.best_checkpoint(FLAGS.output_dir)
+  return training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
+
+
+def define_predict_flags():
+  """--predict_file, --predict_format, --predict_output (predict_input.py)."""
+  _define("string", "predict_file", None,
+          "Predict the examples of this file instead of data_dir's test set (implies "
+          "--do_predict; needs no --data_dir): a TSV in the test file's layout, plain text "
+          "with one example per line (every line, an empty one too, gets one output line), or "
+          "- for standard input. See --predict_format.")
+  _define("enum", "predict_format", "auto",
+          "How to read --predict_file: tsv (the test file's layout, read as test.tsv is), "
+          "text (one example per line) or auto (tsv when some line holds a tab, else text).",
+          enum_values=["auto", "tsv", "text"])
+  _define("string", "predict_output", None,
+          "Where the predictions go, one line per example in input order (default "
+          "output_dir/predict.txt; - for standard output). Scores go next to it as "
+          "<name>_probabilities.tsv.")
+
+
+def predict_output():
+  """--predict_output, or output_dir/predict.txt."""
+  return FLAGS.predict_output or os.path.join(FLAGS.output_dir, "predict.txt")
+
+
 def define_epoch_flags():
-  """--num_train_epochs and --warmup_proportion (run_classifier.py's schedule flags)."""
+  """--num_train_epochs, --num_train_steps and --warmup_proportion (the fine-tuning schedule)."""
   _define("float", "num_train_epochs", 3.0, "Total number of training epochs.")
   _define("float", "warmup_proportion", 0.1,
           "Proportion of training for linear learning rate warm-up (0.1 = 10%).")
+  define_num_train_steps(0, "Train this many steps (updates of the global batch) instead of "
+                            "--num_train_epochs (0: from the epochs).")
+
+
+def define_num_train_steps(default, help_text):
+  """--num_train_steps (defined once, whichever run script is imported first)."""
+  _define("integer", "num_train_steps", default, help_text)
 
 
 def epoch_schedule(num_examples):
-  """(num_train_steps, num_warmup_steps) for --num_train_epochs over `num_examples` examples.
+  """(num_train_steps, num_warmup_steps): --num_train_steps when given, else from
+  --num_train_epochs over `num_examples` examples.
 
   Steps count updates of the effective batch (see global_batch_size); at least one.
   """
-  num_train_steps = max(1, int(num_examples / global_batch_size() * FLAGS.num_train_epochs))
+  num_train_steps = FLAGS.num_train_steps if FLAGS["num_train_steps"].present else 0
+  if not num_train_steps:
+    num_train_steps = max(1, int(num_examples / global_batch_size() * FLAGS.num_train_epochs))
   return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
 
 
@@ -293,9 +432,13 @@ _FLAG_RANGES = {
 def tower_flag_checks():
   """Checks the batch sizes, learning rate, schedule, speed and cluster flags (InputError)."""
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
-               "save_checkpoints_steps", "log_every_n_steps"):
+               "save_checkpoints_steps", "log_every_n_steps", "pad_to_multiple_of",
+               "bucket_window"):
     if name in FLAGS:
       cli.require_positive(getattr(FLAGS, name), name)
+  if "bucket_by_length" in FLAGS and FLAGS.bucket_by_length and not FLAGS.pad_to_batch_max:
+    raise cli.InputError("--bucket_by_length needs --pad_to_batch_max (bucketing only saves "
+                         "time when each batch is padded to its longest example)")
   # run_rewrite_finetune.py's default 0 means "from --num_train_epochs".
   if "num_train_steps" in FLAGS and (FLAGS.num_train_steps or FLAGS["num_train_steps"].default):
     cli.require_positive(FLAGS.num_train_steps, "num_train_steps")

@@ -36,7 +36,8 @@ WHOLE = Shard(0, 1)
 
 
 def record_dataset(input_files, name_to_features, batch_size, is_training, seed=0,
-                   shuffle_buffer=10000, num_parallel_calls=None, shard=WHOLE):
+                   shuffle_buffer=10000, num_parallel_calls=None, shard=WHOLE,
+                   lengths=None):
   """A batched dataset of feature dicts read from TFRecord files.
 
   Args:
@@ -53,9 +54,12 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
       are disjoint and together hold every record once per epoch, whatever the seed: with a
       multiple of `count` files each process reads its own files, otherwise every process reads
       all files in the same order and keeps every count-th record.
+    lengths: a LengthOptions for length-aware batches (None: every batch keeps the records'
+      full length). See trim_to_longest and bucket_windows.
 
   Returns:
-    tf.data.Dataset of dicts name -> Tensor [batch_size, ...].
+    tf.data.Dataset of dicts name -> Tensor [batch_size, ...]; with `lengths.pad_to_multiple`
+    the sequence features are [batch_size, length], length varying per batch.
   """
   if num_parallel_calls is None:
     num_parallel_calls = tf.data.experimental.AUTOTUNE
@@ -68,19 +72,134 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
   elif is_training:
     files = files[shard.index::shard.count]
     d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
-    d = d.shuffle(buffer_size=len(files), seed=seed).repeat()
+    d = d.shuffle(buffer_size=len(files), seed=seed)
     d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
                      num_parallel_calls=num_parallel_calls, deterministic=True)
-    d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
+    # Shuffled before the repeat: each pass holds every record once (a new order each pass).
+    d = d.shuffle(buffer_size=shuffle_buffer, seed=seed).repeat()
   else:
     d = tf.data.Dataset.from_tensor_slices(tf.constant(files)).flat_map(tf.data.TFRecordDataset)
   # Batch the serialized records first and parse each batch with one vectorized parse_example:
   # several times cheaper than one parse_single_example per record, so the input thread stays
   # ahead of the towers; batches are parsed in parallel and prefetched.
-  d = d.batch(batch_size, drop_remainder=is_training)
-  d = d.map(lambda records: decode_batch(records, name_to_features),
-            num_parallel_calls=num_parallel_calls, deterministic=True)
+  lengths = lengths or FIXED_LENGTH
+  if is_training and lengths.bucket_window:
+    d = bucket_windows(d, name_to_features, batch_size, lengths.bucket_window, seed,
+                       num_parallel_calls)
+  elif lengths.bucket_window:
+    d = sorted_windows(d, name_to_features, batch_size, lengths.bucket_window,
+                       num_parallel_calls)
+  else:
+    d = d.batch(batch_size, drop_remainder=is_training)
+    d = d.map(lambda records: decode_batch(records, name_to_features),
+              num_parallel_calls=num_parallel_calls, deterministic=True)
+  if lengths.pad_to_multiple:
+    d = d.map(lambda features: trim_to_longest(features, name_to_features,
+                                               lengths.pad_to_multiple),
+              num_parallel_calls=num_parallel_calls, deterministic=True)
   return d.prefetch(tf.data.experimental.AUTOTUNE)
+
+
+# Length-aware batches. pad_to_multiple: 0 keeps the records' full max_seq_length; m > 0 pads
+# each batch only to its longest row, rounded up to a multiple of m (and at most max_seq_length).
+# bucket_window: 0 = no sorting; k > 0 sorts each window of k batches' rows by length before
+# cutting it into batches, so a batch holds rows of similar length (training: bucket_windows;
+# eval and predict: sorted_windows, whose rows carry their input position).
+LengthOptions = collections.namedtuple("LengthOptions", ["pad_to_multiple", "bucket_window"])
+FIXED_LENGTH = LengthOptions(0, 0)
+# The feature whose 1s mark the real tokens of a row (padding is 0).
+MASK_FEATURE = "input_mask"
+# sorted_windows adds it: int64 [rows], each row's position in the input (0-based).
+INDEX_FEATURE = "_input_index"
+
+
+def _sequence_names(name_to_features):
+  """Names of the features that run along the sequence (the input mask's length)."""
+  length = name_to_features[MASK_FEATURE].shape
+  return [name for name, spec in name_to_features.items() if spec.shape == length]
+
+
+def row_lengths(input_mask):
+  """int32 [rows]: each row's real length, 1 + the position of its last real token (0: none).
+
+  Args:
+    input_mask: int Tensor [rows, seq_length], 1 on real tokens.
+  """
+  seq_length = tf.shape(input_mask)[1]
+  positions = tf.range(1, seq_length + 1)[tf.newaxis, :]
+  return tf.reduce_max(tf.cast(tf.not_equal(input_mask, 0), tf.int32) * positions, axis=1)
+
+
+def padded_length(longest, multiple, max_length):
+  """`longest` rounded up to a multiple of `multiple`, at most max_length, at least 1."""
+  rounded = (longest + multiple - 1) // multiple * multiple
+  return tf.maximum(tf.minimum(rounded, max_length), 1)
+
+
+def trim_to_longest(features, name_to_features, multiple):
+  """Cuts the padding columns that no row of the batch uses.
+
+  Every token after a row's last real one is padding, which BERT's attention mask ignores, so
+  the outputs of the real tokens (and of [CLS]) are the same, up to float rounding, as with the
+  full length. Rounding to a multiple keeps the number of distinct shapes small (XLA compiles
+  each one) and the matrix sizes friendly to GPU kernels.
+
+  Args:
+    features: dict name -> Tensor [rows, max_seq_length] (sequence features) or [rows, ...].
+    name_to_features: the record spec: which features are sequence features.
+    multiple: round the length up to a multiple of this.
+
+  Returns:
+    the same dict, sequence features cut to [rows, length] (static length unknown).
+  """
+  names = _sequence_names(name_to_features)
+  max_length = name_to_features[MASK_FEATURE].shape[0]
+  longest = tf.reduce_max(row_lengths(features[MASK_FEATURE]))
+  length = padded_length(longest, multiple, max_length)
+  trimmed = dict(features)
+  for name in names:
+    trimmed[name] = features[name][:, :length]
+  return trimmed
+
+
+def bucket_windows(records, name_to_features, batch_size, window, seed, num_parallel_calls):
+  """Batches an endless training stream of records so that each batch holds similar lengths.
+
+  The stream is cut into windows of `window * batch_size` consecutive records; each window's
+  rows are sorted by length, cut into `window` full batches, and those batches are shuffled.
+  A window holds exactly the records the stream brought, so the rows of every epoch are all
+  there, each once, in the windows that cover it; every batch has exactly batch_size rows (so
+  it splits evenly over the towers).
+
+  Args:
+    records: endless dataset of serialized tf.train.Examples (already shuffled).
+    name_to_features: the record spec.
+    batch_size: rows per batch.
+    window: batches per window (more: more similar lengths in a batch, less randomness).
+    seed: the shuffle seed of the batch order.
+    num_parallel_calls: windows parsed in parallel.
+
+  Returns:
+    dataset of dicts name -> Tensor [batch_size, ...] at the records' full length.
+  """
+
+  def sort_window(index, serialized):
+    features = decode_batch(serialized, name_to_features)
+    order = tf.argsort(row_lengths(features[MASK_FEATURE]), stable=True)
+    # A stateless draw per window: the same seed gives the same batches, however the windows
+    # are scheduled over the parallel calls.
+    batch_order = tf.argsort(tf.random.stateless_uniform(
+        [window], seed=tf.stack([tf.cast(seed, tf.int64), index])))
+    out = {}
+    for name, t in features.items():
+      t = tf.gather(t, order)
+      t = tf.reshape(t, tf.concat([[window, batch_size], tf.shape(t)[1:]], axis=0))
+      out[name] = tf.gather(t, batch_order)
+    return out
+
+  d = records.batch(window * batch_size, drop_remainder=True).enumerate()
+  d = d.map(sort_window, num_parallel_calls=num_parallel_calls, deterministic=True)
+  return d.unbatch()  # [window, batch_size, ...] -> `window` batches [batch_size, ...]
 
 
 def require_records(files):
@@ -159,3 +278,28 @@ def cache_key(*parts):
 def cached_record_path(output_dir, split, key):
   """Where the TFRecord of `split` built under `key` is cached: output_dir/<split>-<key>.tf_record."""
   return os.path.join(output_dir, "%s-%s.tf_record" % (split, key))
+
+
+def sorted_windows(records, name_to_features, batch_size, window, num_parallel_calls):
+  """Batches a finite stream (eval, predict) so that each batch holds rows of similar length.
+
+  Each window of `window * batch_size` consecutive records is sorted by length and cut into
+  batches; the last batch may be short. Every row carries its position in the input as
+  INDEX_FEATURE, so the caller puts the outputs back in input order
+  (training.run_inference does).
+
+  Returns:
+    dataset of dicts name -> Tensor [rows, ...] at the records' full length, plus
+    INDEX_FEATURE int64 [rows].
+  """
+
+  def sort_window(index, serialized):
+    features = decode_batch(serialized, name_to_features)
+    order = tf.argsort(row_lengths(features[MASK_FEATURE]), stable=True)
+    out = {name: tf.gather(t, order) for name, t in features.items()}
+    out[INDEX_FEATURE] = index * window * batch_size + tf.cast(order, tf.int64)
+    return out
+
+  d = records.batch(window * batch_size).enumerate()
+  d = d.map(sort_window, num_parallel_calls=num_parallel_calls, deterministic=True)
+  return d.unbatch().batch(batch_size)

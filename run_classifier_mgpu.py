@@ -24,8 +24,8 @@ import tensorflow.compat.v1 as tf
 import classifier_data
 import cli
 import common_flags
-import input_pipeline
 import modeling
+import predict_input
 import saved_model_export
 import training
 
@@ -36,6 +36,9 @@ common_flags.define_mode_flags()
 common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
+common_flags.define_length_flags()
+common_flags.define_periodic_eval_flags()
+common_flags.define_predict_flags()
 saved_model_export.define_flags()
 
 flags.DEFINE_string("data_dir", None,
@@ -127,14 +130,9 @@ def make_tower_fn(bert_config, num_labels, is_training):
 
 
 def make_input_fn(record_file, is_training):
-  """input_fn(rows, seed, shard) reading classification records."""
-
-  def input_fn(rows, seed, shard):
-    return input_pipeline.record_dataset(
-        [record_file], classifier_data.name_to_features(FLAGS.max_seq_length), rows,
-        is_training, seed=seed, shard=shard)
-
-  return input_fn
+  """input_fn(rows, seed, shard) reading classification records (length-aware batches)."""
+  return common_flags.record_input_fn(
+      record_file, classifier_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
 def classification_report(probabilities, per_example_loss, label_ids, label_list):
@@ -160,14 +158,37 @@ def classification_report(probabilities, per_example_loss, label_ids, label_list
   return results
 
 
+def metric_names(label_list):
+  """The keys of classification_report (what --best_metric may watch)."""
+  return (["eval_accuracy", "eval_loss", "loss", "macro_f1"] +
+          ["%s_%s" % (kind, label) for kind in ("precision", "recall", "f1")
+           for label in label_list])
+
+
+def write_predictions(probabilities, label_list):
+  """Writes the predicted labels (common_flags.predict_output()) and the class probabilities
+  (output_dir/test_results.tsv, or next to --predict_output; none for standard output)."""
+  output = common_flags.predict_output()
+  predict_input.write_lines(output, [label_list[int(np.argmax(row))] for row in probabilities])
+  if output != predict_input.STDIN:
+    predict_input.write_lines(
+        predict_input.probabilities_path(output) if FLAGS.predict_output
+        else os.path.join(FLAGS.output_dir, "test_results.tsv"),
+        ["\t".join(str(p) for p in row) for row in probabilities])
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.do_export):
-    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict or --do_export "
-                         "must be set")
-  if not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir):
+  predicting = FLAGS.do_predict or bool(FLAGS.predict_file)
+  if not (FLAGS.do_train or FLAGS.do_eval or predicting or FLAGS.do_export):
+    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
+                         "--predict_file) or --do_export must be set")
+  needs_data_dir = (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_export or
+                    (predicting and not FLAGS.predict_file))
+  if needs_data_dir and (not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir)):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
   common_flags.require_output_dir()
+  common_flags.check_periodic_eval_flags(common_flags.parallel())
   bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer()
   processor = get_processor()
 
@@ -191,65 +212,87 @@ def main(_):
   if FLAGS.do_train:
     examples["train"] = processor.get_train_examples(FLAGS.data_dir)
   label_list = processor.get_labels()
-  if FLAGS.do_eval:
+  evaluating = FLAGS.do_eval or FLAGS.eval_every_n_steps
+  if evaluating and FLAGS.best_metric not in metric_names(label_list):
+    raise cli.InputError("--best_metric=%s: expected one of %s" %
+                         (FLAGS.best_metric, ", ".join(metric_names(label_list))))
+  if evaluating:
     examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
-  if FLAGS.do_predict:
-    examples["test"] = processor.get_test_examples(FLAGS.data_dir)
+  if FLAGS.predict_file:
+    examples["predict"] = predict_input.read(FLAGS.predict_file, FLAGS.predict_format,
+                                             processor.read_test_file,
+                                             classifier_data.text_example)
+  elif predicting:
+    examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
   common_flags.check_run_info(
       common_flags.run_identity(bert_config, tokenizer_digest, task=FLAGS.task_name.lower(),
                                 labels=list(label_list)), will_train=FLAGS.do_train)
   if FLAGS.do_train and isinstance(processor, classifier_data.TsvProcessor):
     processor.save_labels()
   record_files = {split: features_file(split, split_examples, source(split), label_list)
-                  for split, split_examples in sorted(examples.items())}
+                  for split, split_examples in sorted(examples.items()) if split != "predict"}
+  if FLAGS.predict_file:
+    record_files["predict"] = predict_features(examples["predict"], label_list, tokenizer)
+  elif predicting:
+    record_files["predict"] = features_file("test", examples["predict"], source("test"),
+                                            label_list)
+
+  def infer(split, checkpoint, batch_size, what):
+    return training.run_inference(make_tower_fn(bert_config, len(label_list), False),
+                                  make_input_fn(record_files[split], False), checkpoint,
+                                  common_flags.inference_parallel(), batch_size,
+                                  len(examples[split]), what)
+
+  def evaluate(checkpoint):
+    """eval_results.txt's metrics of `checkpoint` on the dev set."""
+    outputs = infer("dev", checkpoint, FLAGS.eval_batch_size, "eval")
+    label_map = {label: i for i, label in enumerate(label_list)}
+    label_ids = np.array([label_map[e.label] for e in examples["dev"]])
+    results = classification_report(outputs["probabilities"], outputs["per_example_loss"],
+                                    label_ids, label_list)
+    results["global_step"] = training.checkpoint_step(checkpoint)
+    return results
 
   if FLAGS.do_train:
     num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(examples["train"]))
     common_flags.log_training_plan(len(examples["train"]), num_train_steps)
     training.train(make_tower_fn(bert_config, len(label_list), is_training=True),
                    make_input_fn(record_files["train"], is_training=True),
-                   common_flags.train_spec(num_train_steps, num_warmup_steps))
+                   common_flags.train_spec(num_train_steps, num_warmup_steps),
+                   common_flags.periodic_eval(evaluate))
 
-  if FLAGS.do_eval or FLAGS.do_predict:
-    checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
+  if FLAGS.do_eval or predicting:
+    checkpoint = common_flags.eval_checkpoint()
+    logging.info("Evaluating and predicting with %s", checkpoint)
 
   if FLAGS.do_eval:
-    dev_examples = examples["dev"]
-    # Eval runs on one tower (its stages' devices), like stock BERT's Estimator eval.
-    outputs = training.run_inference(make_tower_fn(bert_config, len(label_list), False),
-                                     make_input_fn(record_files["dev"], False), checkpoint,
-                                     common_flags.inference_parallel(1),
-                                     FLAGS.eval_batch_size)
-    label_map = {label: i for i, label in enumerate(label_list)}
-    label_ids = np.array([label_map[e.label] for e in dev_examples])
-    results = classification_report(outputs["probabilities"], outputs["per_example_loss"],
-                                    label_ids, label_list)
-    results["global_step"] = training.checkpoint_step(checkpoint)
-    common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+    common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"),
+                               evaluate(checkpoint))
 
-  if FLAGS.do_predict:
-    test_examples = examples["test"]
-    outputs = training.run_inference(make_tower_fn(bert_config, len(label_list), False),
-                                     make_input_fn(record_files["test"], False), checkpoint,
-                                     common_flags.inference_parallel(),
-                                     FLAGS.predict_batch_size)
-    probabilities = outputs["probabilities"]
-    if len(probabilities) != len(test_examples):
-      raise RuntimeError("predicted %d rows for %d test examples" %
-                         (len(probabilities), len(test_examples)))
-    with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, "test_results.tsv"), "w") as writer:
-      for row in probabilities:
-        writer.write("\t".join(str(p) for p in row) + "\n")
-    with tf.io.gfile.GFile(os.path.join(FLAGS.output_dir, "predict.txt"), "w") as writer:
-      for row in probabilities:
-        writer.write(label_list[int(np.argmax(row))] + "\n")
-    logging.info("Wrote %d predictions to %s", len(probabilities),
-                 os.path.join(FLAGS.output_dir, "predict.txt"))
+  if predicting:
+    probabilities = infer("predict", checkpoint, FLAGS.predict_batch_size,
+                          "predict")["probabilities"]
+    if len(probabilities) != len(examples["predict"]):
+      raise RuntimeError("predicted %d rows for %d examples" %
+                         (len(probabilities), len(examples["predict"])))
+    write_predictions(probabilities, label_list)
 
   if FLAGS.do_export:
     examples = (processor.get_test_examples(FLAGS.data_dir) if os.path.isfile(source("test"))
                 else processor.get_dev_examples(FLAGS.data_dir))
     saved_model_export.export_classifier(label_list, examples)
+
+
+def predict_features(examples, label_list, tokenizer):
+  """Records of --predict_file's examples in a scratch directory (removed at exit): a one-off
+  file is not cached in --output_dir."""
+  path = os.path.join(predict_input.scratch_dir(), "predict.tf_record")
+  truncated = classifier_data.write_features(
+      examples, {label: i for i, label in enumerate(label_list)}, FLAGS.max_seq_length,
+      tokenizer, FLAGS.truncation, path, FLAGS.predict_file, need_label=False)
+  logging.info("Converted %d examples of --predict_file=%s (%d truncated to max_seq_length=%d)",
+               len(examples), FLAGS.predict_file, truncated, FLAGS.max_seq_length)
+  return path
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ flags.DEFINE_integer(
     "Maximum number of masked LM predictions per sequence. Must match data generation for "
     "statically masked records; for dynamic records, the prediction slots to fill on the fly. "
     "Taken from the records when not given.")
-flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps (global batches).")
+common_flags.define_num_train_steps(100000, "Number of training steps (global batches).")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warm-up steps.")
 flags.DEFINE_integer(
     "max_eval_steps", 100,

@@ -44,6 +44,7 @@ import tensorflow.compat.v1 as tf
 import cli
 import common_flags
 import input_pipeline
+import predict_input
 import rewrite_data
 import rewrite_decoding
 import rewrite_metrics
@@ -58,6 +59,8 @@ common_flags.define_mode_flags()
 common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
+common_flags.define_length_flags()
+common_flags.define_predict_flags()
 saved_model_export.define_flags()
 
 flags.DEFINE_string("data_dir", None,
@@ -73,8 +76,6 @@ flags.DEFINE_integer("max_target_length", 32,
                      "truncated, keeping their head; the count is logged).")
 flags.DEFINE_integer("min_target_length", 1,
                      "Shortest rewrite, in tokens, that decoding may produce (1: never empty).")
-flags.DEFINE_integer("num_train_steps", 0,
-                     "Train this many steps instead of num_train_epochs (0: use the epochs).")
 flags.DEFINE_integer("beam_size", 4, "Beam width for --do_eval/--do_predict; 1 = greedy search.")
 flags.DEFINE_float("length_penalty", 1.0,
                    "Beam search ranks finished hypotheses by log P / ((5 + length) / 6) ** "
@@ -104,14 +105,9 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
 
 
 def make_input_fn(record_file, is_training):
-  """input_fn(rows, seed, shard) over packed rewrite records."""
-
-  def input_fn(rows, seed, shard):
-    return input_pipeline.record_dataset(
-        [record_file], rewrite_data.name_to_features(FLAGS.max_seq_length), rows, is_training,
-        seed=seed, shard=shard)
-
-  return input_fn
+  """input_fn(rows, seed, shard) over packed rewrite records (length-aware batches)."""
+  return common_flags.record_input_fn(
+      record_file, rewrite_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
 class Pipeline(object):
@@ -123,20 +119,21 @@ class Pipeline(object):
         common_flags.load_config_and_tokenizer(special_tokens=SPECIAL_TOKENS))
 
   def records(self, split, source_file, rows, with_targets=True, extra_key=()):
-    """Cached TFRecords of TSV rows; the key covers the file's bytes and every option."""
-    key = (input_pipeline.file_digest(source_file), self.tokenizer_digest, FLAGS.column_order,
-           with_targets) + tuple(extra_key)
+    """Cached TFRecords of TSV rows; the key covers the file's bytes and every option.
+
+    The rows of --predict_file (a one-off file, or stdin) go to a scratch directory instead.
+    """
+    one_off = split == "test" and FLAGS.predict_file
+    key = (input_pipeline.file_digest(source_file) if not one_off else repr(rows),
+           self.tokenizer_digest, FLAGS.column_order, with_targets) + tuple(extra_key)
     return rewrite_data.cached_records(
-        FLAGS.output_dir, split, key,
+        predict_input.scratch_dir() if one_off else FLAGS.output_dir, split, key,
         lambda: rewrite_data.tokenize_rows(self.tokenizer, rows, with_targets), self.tokenizer,
         FLAGS.max_seq_length, FLAGS.max_target_length)
 
   def train(self, record_file, num_examples):
     """Trains on packed records with training.train (towers, checkpoints, resume)."""
     num_train_steps, num_warmup_steps = common_flags.epoch_schedule(num_examples)
-    if FLAGS.num_train_steps:
-      num_train_steps = FLAGS.num_train_steps
-      num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
     common_flags.log_training_plan(num_examples, num_train_steps)
     return training.train(
         rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length),
@@ -175,13 +172,6 @@ def _data_file(name):
   return os.path.join(FLAGS.data_dir, name)
 
 
-def _write_lines(path, lines):
-  with tf.io.gfile.GFile(path, "w") as writer:
-    for line in lines:
-      writer.write(line + "\n")
-  logging.info("Wrote %d lines to %s", len(lines), path)
-
-
 def read_inputs():
   """Reads every file the run's modes need (dict name -> (path, rows)), before any training."""
   inputs = {}
@@ -191,10 +181,15 @@ def read_inputs():
   if FLAGS.do_eval:
     path = _data_file("dev.tsv")
     inputs["dev"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order))
-  if FLAGS.do_predict:
+  read_test = lambda path: rewrite_data.read_rewrite_tsv(path, FLAGS.column_order,
+                                                         need_target=False)
+  if FLAGS.predict_file:
+    inputs["test"] = (FLAGS.predict_file, predict_input.read(
+        FLAGS.predict_file, FLAGS.predict_format, read_test,
+        lambda line_number, text: rewrite_data.RewriteRow(line_number, text, None)))
+  elif FLAGS.do_predict:
     path = _data_file("test.tsv")
-    inputs["test"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order,
-                                                          need_target=False))
+    inputs["test"] = (path, read_test(path))
   if FLAGS.do_rank:
     path = cli.require_file(FLAGS.rank_file, "rank_file")
     inputs["rank"] = (path, rewrite_data.read_rank_tsv(path))
@@ -215,18 +210,19 @@ def evaluate(pipeline, checkpoint, path, rows):
     results["global_step"] = int(tf.train.load_variable(checkpoint, "global_step"))
   results["beam_size"] = FLAGS.beam_size
   common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
-  _write_lines(os.path.join(FLAGS.output_dir, "eval_predictions.tsv"),
+  predict_input.write_lines(os.path.join(FLAGS.output_dir, "eval_predictions.tsv"),
                ["%s\t%s\t%s" % (row.source, row.target, rewrite)
                 for row, rewrite in zip(rows, rewrites)])
   return results
 
 
 def predict(pipeline, checkpoint, path, rows):
-  """Decodes test.tsv into predict.txt, one line per row."""
+  """Decodes test.tsv (or --predict_file) into predict.txt (or --predict_output), one line per
+  row."""
   record_file = pipeline.records("test", path, rows, with_targets=False)
   rewrites = pipeline.decode(record_file, checkpoint, FLAGS.predict_batch_size)
   _check_count(rewrites, rows, path)
-  _write_lines(os.path.join(FLAGS.output_dir, "predict.txt"), rewrites)
+  predict_input.write_lines(common_flags.predict_output(), rewrites)
 
 
 def rank(pipeline, checkpoint, path, rows):
@@ -243,7 +239,7 @@ def rank(pipeline, checkpoint, path, rows):
     start += len(row.target)
     scored.sort(key=lambda pair: -pair[1])
     lines.append("\t".join("%s\t%.4f" % (candidate, score) for candidate, score in scored))
-  _write_lines(os.path.join(FLAGS.output_dir, "rank.txt"), lines)
+  predict_input.write_lines(os.path.join(FLAGS.output_dir, "rank.txt"), lines)
 
 
 def pretrain_rewrite(pipeline, files):
@@ -278,10 +274,11 @@ def pretrain_rewrite(pipeline, files):
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.do_rank or
-          FLAGS.do_pretrain_rewrite or FLAGS.do_export):
-    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict, --do_rank, "
-                         "--do_pretrain_rewrite or --do_export must be set")
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or
+          FLAGS.do_rank or FLAGS.do_pretrain_rewrite or FLAGS.do_export):
+    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
+                         "--predict_file), --do_rank, --do_pretrain_rewrite or --do_export "
+                         "must be set")
   if FLAGS.do_pretrain_rewrite and FLAGS.do_train:
     raise cli.InputError("--do_pretrain_rewrite and --do_train write checkpoints to the same "
                          "--output_dir: pretrain first, then fine-tune in another output_dir "
@@ -303,7 +300,7 @@ def main(_):
     path, rows = inputs["train"]
     pipeline.train(pipeline.records("train", path, rows), len(rows))
 
-  if FLAGS.do_eval or FLAGS.do_predict or FLAGS.do_rank:
+  if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
     checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
     logging.info("Decoding with %s", checkpoint)
     for name, mode in (("dev", evaluate), ("test", predict), ("rank", rank)):

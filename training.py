@@ -411,7 +411,7 @@ def _format_seconds(seconds):
   return "%d:%02d:%02d" % (seconds // 3600, (seconds % 3600) // 60, seconds % 60)
 
 
-def train(tower_fn, input_fn, spec):
+def train(tower_fn, input_fn, spec, periodic_eval=None):
   """Trains until global_step reaches spec.num_train_steps, in this process and its peers.
 
   In a multi-process run every process calls this with the same spec. They meet first and
@@ -428,6 +428,9 @@ def train(tower_fn, input_fn, spec):
       batches of exactly `rows` rows (one micro-batch of this process's towers), reading only
       input_pipeline.Shard `shard` of the data.
     spec: TrainSpec.
+    periodic_eval: optional periodic_eval.PeriodicEval: the chief evaluates the checkpoint it
+      saves every periodic_eval.every_n_steps steps and at the end, and stops early when it
+      says so (the other processes of a run wait for it in their next update).
 
   Returns:
     dict with "global_step" and "loss" (of the last applied update).
@@ -442,6 +445,10 @@ def train(tower_fn, input_fn, spec):
   if start_step >= spec.num_train_steps:
     logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
                  spec.output_dir, start_step, spec.num_train_steps)
+    return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
+  if periodic_eval and periodic_eval.patience_exhausted(start_step):
+    logging.info("Training stopped early at step %d (no improvement since step %d); nothing "
+                 "to train", start_step, periodic_eval.best_step)
     return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
   parallel = spec.parallel
   logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
@@ -484,10 +491,13 @@ def train(tower_fn, input_fn, spec):
       with _peer_faults(parallel):
         sess.run(train_graph.sync_op)
         _check_consistent(sess, consistency, parallel, "start")
-        result = _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer)
+        result = _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer,
+                             periodic_eval if chief else None)
         _check_consistent(sess, consistency, parallel, "end")
     if writer:
       writer.close()
+    if periodic_eval:
+      periodic_eval.close()
   return _end_of_training(spec, result, chief)
 
 
@@ -629,8 +639,11 @@ def _peer_named_in(message, cluster):
   return "another process"
 
 
-def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer):
+def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, periodic_eval=None):
   """Runs updates until global_step reaches spec.num_train_steps; saves on the way and at the end.
+
+  With periodic_eval, also saves and evaluates at its steps and at the end, and stops when it
+  says so (early stopping), after the save.
 
   Returns:
     dict with "global_step" and "loss" (of the last applied update).
@@ -658,11 +671,19 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer):
       logger.add_loss(loss_value, waited)
       if log_now:
         logger.log(step, results["lr"], results["summary"])
-      if step % spec.save_checkpoints_steps == 0 and step < spec.num_train_steps:
+      evaluate = periodic_eval is not None and periodic_eval.due(step)
+      if (step % spec.save_checkpoints_steps == 0 or evaluate) and step < spec.num_train_steps:
         _save_finite(sess, step, checkpoints)
+        if evaluate and periodic_eval(step, checkpoints.latest):
+          break
   except KeyboardInterrupt as e:
     raise _interrupted(e, sess, train_graph, checkpoints)
-  _save_finite(sess, step, checkpoints)
+  if step < spec.num_train_steps:
+    logging.info("Stopped early at step %d; %s", step, checkpoints.where())
+  else:
+    _save_finite(sess, step, checkpoints)
+  if periodic_eval is not None:
+    periodic_eval(step, checkpoints.latest)
   return {"global_step": step, "loss": float(loss_value)}
 
 
@@ -750,11 +771,31 @@ def _pad_batch(features, global_batch_size):
   return padded, is_real
 
 
-def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower):
+# run_inference logs its progress at most this often (seconds), and once at the end.
+INFERENCE_LOG_SECONDS = 30.0
+
+
+def _log_inference(what, done, total, start, final=False):
+  """Logs examples done (of total), examples/sec and ETA of an inference pass."""
+  elapsed = max(time.time() - start, 1e-9)
+  rate = done / elapsed
+  if final:
+    logging.info("%s: %d examples in %s (%.1f examples/sec)", what, done,
+                 _format_seconds(elapsed), rate)
+  elif total:
+    logging.info("%s: %d/%d examples  %.1f examples/sec  ETA %s", what, done, total, rate,
+                 _format_seconds((total - done) / max(rate, 1e-9)))
+  else:
+    logging.info("%s: %d examples  %.1f examples/sec", what, done, rate)
+
+
+def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower,
+                  num_examples=None, what="inference"):
   """Runs the model over a finite dataset and returns every real example's outputs, in order.
 
   The last batch is padded to the full global batch (so it splits evenly over the towers) and
-  the padding rows are dropped from the result: no crash, no lost example.
+  the padding rows are dropped from the result: no crash, no lost example. Batches of rows
+  sorted by length (input_pipeline.sorted_windows) are put back in input order.
 
   Args:
     tower_fn: callable(features, GlobalBatch) -> (loss or None, outputs dict of Tensors
@@ -764,6 +805,8 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
     checkpoint: checkpoint prefix to restore.
     parallel: tower_utils.ParallelSpec of this process (towers, pipeline stages).
     batch_size_per_tower: rows per tower per step.
+    num_examples: how many examples the dataset holds (for the ETA in the log), if known.
+    what: names the pass in the log ("eval", "predict").
 
   Returns:
     dict name -> numpy array [num_examples, ...], rows in input order.
@@ -775,6 +818,8 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
     with tf.device("/cpu:0"):
       dataset = input_fn(global_batch_size, 0, input_pipeline.WHOLE)
       features = tf.data.make_one_shot_iterator(dataset).get_next()
+      # Length-sorted batches (input_pipeline.sorted_windows) carry each row's input position.
+      index = features.pop(input_pipeline.INDEX_FEATURE, tf.zeros([0], tf.int64))
       features, is_real = _pad_batch(features, global_batch_size)
     towers = tower_utils.build_towers(tower_fn, features, spec, compute_gradients=False)
     _check_checkpoint_has(checkpoint, tf.global_variables())
@@ -782,15 +827,25 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
     collected = collections.defaultdict(list)
     with tower_utils.new_session(spec) as sess:
       saver.restore(sess, checkpoint)
+      start = last_log = time.time()
+      done = 0
       while True:
         try:
-          outputs, real = sess.run([towers.outputs, is_real])
+          outputs, real, positions = sess.run([towers.outputs, is_real, index])
         except tf.errors.OutOfRangeError:
           break
         keep = real > 0.5
+        done += int(np.sum(keep))
+        collected[input_pipeline.INDEX_FEATURE].append(positions)
         for name, value in outputs.items():
           collected[name].append(value[keep])
-  return {name: np.concatenate(values, axis=0) for name, values in collected.items()}
+        if time.time() - last_log >= INFERENCE_LOG_SECONDS:
+          _log_inference(what, done, num_examples, start)
+          last_log = time.time()
+      _log_inference(what, done, num_examples, start, final=True)
+  positions = np.concatenate(collected.pop(input_pipeline.INDEX_FEATURE, [np.zeros([0])]))
+  order = np.argsort(positions, kind="stable") if len(positions) else slice(None)
+  return {name: np.concatenate(values, axis=0)[order] for name, values in collected.items()}
 
 
 EXPORT_DIR = "export"

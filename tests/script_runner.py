@@ -10,13 +10,17 @@ CHINESE_VOCAB = os.path.join(REPO_ROOT, "vocab", "chinese_vocab.txt")
 ENGLISH_VOCAB = os.path.join(REPO_ROOT, "vocab", "english_uncased_vocab.txt")
 
 
-def run_script(script, *args, timeout=600):
-  """Runs `python script args...` from the repo root on CPU; returns CompletedProcess (text)."""
+def run_script(script, *args, timeout=600, input=None):  # pylint: disable=redefined-builtin
+  """Runs `python script args...` from the repo root on CPU; returns CompletedProcess (text).
+
+  `input`: text for the script's standard input (default: it inherits this process's).
+  """
   env = dict(os.environ)
   env.update({"CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
               "TF_ENABLE_ONEDNN_OPTS": "0", "PYTHONPATH": REPO_ROOT})
   return subprocess.run([sys.executable, os.path.join(REPO_ROOT, script)] + list(args),
-                        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+                        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+                        input=input)
 
 
 def assert_one_line_error(proc, *fragments):

@@ -87,6 +87,16 @@ def test_learns_synthetic_rule_through_the_script(tmp_path):
   correct = sum(p == rewrite(s) for p, s in zip(predictions, test_sources))
   assert correct >= 0.95 * NUM_TEST, list(zip(test_sources, predictions))
 
+  # --predict_file from stdin (plain text, an empty line too) to stdout, without --data_dir:
+  # the same rewrites as predict.txt's, in other batches.
+  flags = [f for f in _common_flags(data_dir, output_dir) if not f.startswith("--data_dir")]
+  result = run_script("run_rewrite_finetune.py", *flags, "--beam_size=2", "--n_gpus=2",
+                      "--predict_batch_size=3", "--predict_file=-", "--predict_output=-",
+                      input="\n".join(test_sources[:5] + [""]) + "\n")
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stdout.split("\n")
+  assert len(lines) == 7 and lines[:5] == predictions[:5] and lines[6] == "", lines
+
   with open(os.path.join(output_dir, "rank.txt"), encoding="utf-8") as f:
     ranked = [line.rstrip("\n").split("\t") for line in f]
   assert len(ranked) == 10
