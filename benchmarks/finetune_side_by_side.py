@@ -6,9 +6,11 @@ save, evaluate on dev, predict the test set. The table gives dev accuracy and th
 each job (process start to exit) per seed, and the means.
 
 Sides (--sides, run in turn for each seed so background load falls on all alike):
-  ours         run_classifier_mgpu.py, every row padded to --max_seq_length (--n_gpus=1)
-  ours_bucket  the same with --bucket_by_length (rows batched with rows of similar length and
-               padded to the longest row of their batch)
+  ours_fixed   run_classifier_mgpu.py (--n_gpus=1) with every row padded to --max_seq_length
+               (--nopad_to_batch_max): without length-aware batching
+  ours         run_classifier_mgpu.py as it runs by default: each batch padded to its longest
+               row (--pad_to_batch_max), as transformers' dynamic padding does
+  ours_bucket  the same with --bucket_by_length (training batches of rows of similar length)
   hf           benchmarks/hf_finetune.py: transformers' Trainer, dynamic padding
   hf_group     the same with Trainer's group_by_length sampler
 
@@ -44,7 +46,9 @@ sys.path.insert(0, _REPO)
 import hf_finetune  # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-SIDES = ("ours", "ours_bucket", "hf", "hf_group")
+SIDES = ("ours_fixed", "ours", "ours_bucket", "hf", "hf_group")
+_OURS_FLAGS = {"ours_fixed": ["--nopad_to_batch_max"], "ours": [],
+               "ours_bucket": ["--bucket_by_length"]}
 
 
 def parse_args(argv=None):
@@ -146,9 +150,7 @@ def ours_command(args, side, seed, ours_dir, run_dir):
       "--learning_rate=%g" % args.learning_rate, "--num_train_epochs=%g" % args.epochs,
       "--warmup_proportion=%g" % args.warmup_proportion, "--random_seed=%d" % seed,
       "--n_gpus=1", "--log_every_n_steps=50", "--save_checkpoints_steps=100000"]
-  if side == "ours_bucket":
-    cmd.append("--bucket_by_length")
-  return cmd
+  return cmd + _OURS_FLAGS[side]
 
 
 def hf_command(args, side, seed, hf_dir, run_dir):

@@ -7,6 +7,7 @@ this line next to its figures.
 
 import os
 import platform
+import sys
 
 
 def cpu_flags():
@@ -111,8 +112,24 @@ def theoretical_peak(precision="fp32", level=None, cores=None, clock=None):
       cores, ghz, source, per_cycle, precision, level))
 
 
+# Environment that makes an AVX-512 machine run as an AVX2-only one for every matmul path the
+# benchmarks use: TF's oneDNN kernels, TF's XLA CPU compiler, torch's own kernels and its MKL.
+# (TensorFlow's Eigen kernels are built for AVX already.)
+AVX2_CAP_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "XLA_FLAGS": "--xla_cpu_max_isa=AVX2",
+                "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+
+
 def describe():
   """One line: CPU model, cores, ISA level (and the oneDNN cap when one lowers it)."""
   level, hardware = isa_level(), hardware_isa_level()
-  capped = "" if level == hardware else " (ONEDNN_MAX_CPU_ISA cap on a %s CPU)" % hardware
+  capped = "" if level == hardware else " (capped by ONEDNN_MAX_CPU_ISA; the CPU has %s)" % hardware
   return "%s, %d cores, %s%s" % (cpu_model(), os.cpu_count() or 0, level, capped)
+
+
+if __name__ == "__main__":
+  # python benchmarks/machine.py            -> the describe() line
+  # python benchmarks/machine.py --avx2_env -> `export` lines of AVX2_CAP_ENV (for eval in bash)
+  if sys.argv[1:] == ["--avx2_env"]:
+    print("\n".join("export %s=%s" % item for item in sorted(AVX2_CAP_ENV.items())))
+  else:
+    print(describe())
