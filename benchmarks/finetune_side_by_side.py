@@ -79,6 +79,12 @@ def parse_args(argv=None):
   p.add_argument("--lock_file", default=None,
                  help="Hold an exclusive flock on this file during each job (shared machines: "
                  "timed jobs of several users do not overlap); waiting is not timed.")
+  p.add_argument("--reuse", action="store_true",
+                 help="Take a job's result from output_dir/<side>-<seed>.json when an earlier "
+                 "run wrote it (e.g. to add seeds or sides, or to finish an interrupted run).")
+  p.add_argument("--hf_optimizer", choices=["bert", "adamw"], default="bert",
+                 help="hf_finetune.py --optimizer: bert = the update and schedule of this "
+                 "project (like for like); adamw = Trainer's default (bias-corrected AdamW).")
   p.add_argument("--python", default=sys.executable,
                  help="Python with TensorFlow, torch and transformers installed.")
   return p.parse_args(argv)
@@ -160,7 +166,7 @@ def hf_command(args, side, seed, hf_dir, run_dir):
          "--eval_batch_size=%d" % args.eval_batch_size, "--epochs=%g" % args.epochs,
          "--learning_rate=%g" % args.learning_rate,
          "--warmup_proportion=%g" % args.warmup_proportion, "--seed=%d" % seed,
-         "--threads=%d" % args.threads]
+         "--threads=%d" % args.threads, "--optimizer=" + args.hf_optimizer]
   if args.skip_predict:
     cmd.append("--skip_predict")
   if side == "hf_group":
@@ -206,6 +212,13 @@ def run_job(cmd, run_dir, lock_file):
 def run_side(args, side, seed, dirs):
   """One job of `side`: dict with accuracy, seconds, load and the run directory."""
   run_dir = os.path.join(args.output_dir, "%s-%d" % (side, seed))
+  if args.reuse and os.path.isfile(run_dir + ".json"):
+    with open(run_dir + ".json") as f:
+      result = json.load(f)
+    print("  %-11s seed %d: dev accuracy %.4f, job %.1f s (load %.2f -> %.2f), from %s.json" %
+          (side, seed, result["eval_accuracy"], result["wall_seconds"], result["load"][0],
+           result["load"][1], run_dir), flush=True)
+    return result
   if side.startswith("ours"):
     cmd = ours_command(args, side, seed, dirs["ours"], run_dir)
   else:
@@ -215,7 +228,10 @@ def run_side(args, side, seed, dirs):
     result = {"eval_accuracy": ours_accuracy(run_dir)}
   else:
     result = json.loads(stdout.strip().splitlines()[-1])
-  result.update(side=side, seed=seed, wall_seconds=seconds, load=load, run_dir=run_dir)
+  result.update(side=side, seed=seed, wall_seconds=seconds, load=load, run_dir=run_dir,
+                machine=machine.describe())
+  with open(run_dir + ".json", "w") as f:
+    json.dump(result, f)
   print("  %-11s seed %d: dev accuracy %.4f, job %.1f s (load %.2f -> %.2f)" %
         (side, seed, result["eval_accuracy"], seconds, load[0], load[1]), flush=True)
   return result
