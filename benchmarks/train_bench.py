@@ -454,7 +454,7 @@ def main(argv=None):
                        os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)")))
   bounds = None if tf.config.list_physical_devices("GPU") else {
       name: machine.theoretical_peak(name)[0] for name in peaks}
-  print("Machine: %s" % machine.describe())
+  print("CPU: %s" % machine.describe())
   if bounds:
     print("Theoretical peak (bound): fp32 %.0f GFLOP/s = %s; bf16 %.0f, fp16 %.0f" % (
         bounds["fp32"], machine.theoretical_peak("fp32")[1], bounds["bf16"], bounds["fp16"]))
