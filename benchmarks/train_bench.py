@@ -1,7 +1,7 @@
 """Training throughput of bert-mgpu: towers, sequence length, precision, XLA, reduction, accumulation.
 
-Prints one table: examples/sec, model TFLOP/s and the share of the machine's measured matmul peak
-for each run, then the claims checked on these figures, with Hugging Face transformers (PyTorch)
+Prints the machine (CPU model, cores, instruction-set level) and one table: examples/sec, model
+TFLOP/s, and its share of two peaks for each run, then the claims checked on these figures, with Hugging Face transformers (PyTorch)
 training the same configs side by side when torch is installed (requirements-bench.txt).
 
 Each run trains the classifier of run_classifier_mgpu.py (BERT + pooled softmax, dropout 0.1)
@@ -16,8 +16,18 @@ the single best (the Hugging Face side is measured the same way, step by step).
 FLOPs. Per token, a BERT layer does 4*H*H (Q, K, V, output) + 2*H*I (feed-forward) multiply-adds
 in dense matmuls and 2*S*H in attention (Q.K^T and probs.V); forward FLOPs are twice the
 multiply-adds, and training (forward + backward) is 3x forward. Embedding gathers, layer norm,
-softmax and the optimizer are not counted. The peak is the best of a few large matmuls
-(4096 x 4096) on one device with the same thread settings, measured before and after the runs.
+softmax and the optimizer are not counted.
+
+Peaks. %bound is of the theoretical peak of the run's precision on this CPU, cores x maximum
+clock x FLOPs per cycle of the instruction-set level (machine.theoretical_peak): no computation
+can exceed it, so a run above 100% would mean a wrong FLOP count. The clock is the OS's maximum,
+or BENCH_MAX_CLOCK_GHZ, or a 5 GHz ceiling (VMs do not expose the maximum). %meas is of the
+measured matmul peak: the best of square matmuls of 1024, 2048 and 4096 on one device with the
+same thread settings, measured before and after the runs. It is what the TF/oneDNN path that
+training uses reaches, but a probe disturbed by other processes reads low, and training can then
+exceed it (the table says so when it happens). ONEDNN_MAX_CPU_ISA=AVX2 (plus
+XLA_FLAGS=--xla_cpu_max_isa=AVX2 for XLA runs) runs an AVX-512 machine as an AVX2 one; the
+machine line and the bound follow the cap.
 
 Usage:
   bash scripts/benchmark.sh                  # default plan, ~25 minutes on a 2-core CPU
@@ -41,12 +51,14 @@ import time
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+import machine
 import modeling
 import run_classifier_mgpu
 import tower_utils
@@ -276,8 +288,13 @@ def faster_half(timings):
   return sorted(timings)[:(len(timings) + 1) // 2]
 
 
-def measure_peak(dtype, threads, size=4096, repeats=4):
-  """Best GFLOP/s of a size x size matmul in `dtype` on one device (TF, `threads` threads)."""
+def measure_peak(dtype, threads, sizes=(1024, 2048, 4096), repeats=4):
+  """Best GFLOP/s of square matmuls of `sizes` in `dtype` on one device (TF, `threads` threads)."""
+  return max(_matmul_gflops(dtype, threads, size, repeats) for size in sizes)
+
+
+def _matmul_gflops(dtype, threads, size, repeats):
+  """Best GFLOP/s of `repeats` runs of one size x size matmul."""
   with tf.Graph().as_default():
     a = tf.Variable(tf.random.normal([size, size]))
     b = tf.Variable(tf.random.normal([size, size]))
@@ -296,10 +313,18 @@ def measure_peak(dtype, threads, size=4096, repeats=4):
   return 2.0 * size ** 3 / best / 1e9
 
 
-def measure_peaks(threads):
-  """dict precision name -> measured matmul GFLOP/s."""
-  return {name: measure_peak(dtype, threads)
-          for name, dtype in (("fp32", tf.float32), ("bf16", tf.bfloat16), ("fp16", tf.float16))}
+_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
+
+
+def measure_peaks(threads, precisions=("fp32", "bf16", "fp16")):
+  """dict precision name -> measured matmul GFLOP/s, for fp32 and the `precisions` given.
+
+  Only the precisions a plan uses are probed: under ONEDNN_MAX_CPU_ISA=AVX2 on a CPU with
+  AVX512-BF16, TensorFlow still sends bfloat16 matmuls to oneDNN, which then aborts the process
+  ("could not create a primitive descriptor for the matmul primitive").
+  """
+  names = ["fp32"] + [p for p in _DTYPES if p in precisions and p != "fp32"]
+  return {name: measure_peak(_DTYPES[name], threads) for name in names}
 
 
 def measure_hf(config_name, seq, batch, args):
@@ -322,11 +347,12 @@ def hf_available(python):
   return proc.returncode == 0
 
 
-def format_table(results, peaks):
-  """The results as a fixed-width text table; %peak is of the measured peak of the run's precision
-  (dict precision name -> GFLOP/s): fp16 runs on a GPU are measured against tensor-core fp16."""
+def format_table(results, peaks, bounds):
+  """The results as a fixed-width text table. %bound and %meas are of the theoretical and the
+  measured peak of the run's precision (dicts precision name -> GFLOP/s; bounds None on GPUs,
+  where fp16 runs are measured against tensor-core fp16)."""
   header = ("config", "seq", "towers", "batch", "accum", "prec", "xla", "reduction", "ex/s",
-            "TFLOP/s", "%peak", "wait")
+            "TFLOP/s", "%bound", "%meas", "wait")
   rows = [header]
   for r in results:
     run = r.run
@@ -335,7 +361,9 @@ def format_table(results, peaks):
                  str(run.batch_per_tower * run.towers * run.accum), str(run.accum), run.precision,
                  "on" if run.xla else "off", run.reduction if run.towers > 1 else "-",
                  "%.2f" % r.examples_per_sec, "%.3f" % tflops,
-                 "%.1f%%" % (100.0 * tflops * 1e3 / peaks[run.precision]), "%.0f%%" % (100 * r.input_wait)))
+                 "%.1f%%" % (100.0 * tflops * 1e3 / bounds[run.precision]) if bounds else "-",
+                 "%.1f%%" % (100.0 * tflops * 1e3 / peaks[run.precision]),
+                 "%.0f%%" % (100 * r.input_wait)))
   widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
   return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows)
 
@@ -421,20 +449,35 @@ def main(argv=None):
   args = parse_args(argv)
   logging.set_verbosity(logging.WARNING)
   tf.disable_v2_behavior()
-  peaks = measure_peaks(args.threads)
   plan = default_plan(args) if args.plan == "default" else full_plan(args)
+  precisions = sorted(set(run.precision for run in plan))
+  peaks = measure_peaks(args.threads, precisions)
   results = measure_tf(plan, args)
   hf_text, hf_checks = run_hf_comparison(args)
   # Measured again at the end: the better of the two is the less disturbed.
-  peaks = {name: max(value, measure_peaks(args.threads)[name]) for name, value in peaks.items()}
+  again = measure_peaks(args.threads, precisions)
+  peaks = {name: max(value, again[name]) for name, value in peaks.items()}
 
   print()
   print("Machine: %d cores; TF %s; threads for TF and torch alike: intra-op %d, inter-op %d; "
         "oneDNN %s" % (os.cpu_count(), tf.__version__, args.threads, args.inter_op_threads,
                        os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)")))
-  print("Measured matmul peak (4096^3, one device): fp32 %.1f GFLOP/s, bf16 %.1f, fp16 %.1f; "
-        "%%peak is of the run's precision" % (peaks["fp32"], peaks["bf16"], peaks["fp16"]))
-  print(format_table(results, peaks))
+  bounds = None if tf.config.list_physical_devices("GPU") else {
+      name: machine.theoretical_peak(name)[0] for name in peaks}
+  print("CPU: %s" % machine.describe())
+  if bounds:
+    print("Theoretical peak (bound): fp32 %.0f GFLOP/s = %s%s" % (
+        bounds["fp32"], machine.theoretical_peak("fp32")[1],
+        "".join("; %s %.0f" % (p, bounds[p]) for p in bounds if p != "fp32")))
+  print("Measured matmul peak (best of 1024^3, 2048^3, 4096^3, one device): %s; %%bound and "
+        "%%meas are of the run's precision" % "; ".join(
+            "%s %.1f GFLOP/s" % (p, peaks[p]) for p in peaks))
+  print(format_table(results, peaks, bounds))
+  over = [r for r in results if train_flops_per_example(bert_config(r.run.config), r.run.seq) *
+          r.examples_per_sec / 1e9 > peaks[r.run.precision]]
+  if over:
+    print("Note: %d run(s) above the measured peak: the probe was disturbed (other processes) "
+          "and reads low; %%bound is the figure that cannot be exceeded." % len(over))
   if hf_text:
     print()
     print(hf_text)
@@ -455,7 +498,7 @@ def main(argv=None):
                                             "yes" if ratio >= threshold else "NO"))
   if args.json_out:
     with open(args.json_out, "w") as f:
-      json.dump({"peaks_gflops": peaks,
+      json.dump({"peaks_gflops": peaks, "bounds_gflops": bounds, "machine": machine.describe(),
                  "results": [dict(r.run._asdict(), examples_per_sec=r.examples_per_sec,
                                   input_wait=r.input_wait) for r in results]}, f, indent=1)
 

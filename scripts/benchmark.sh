@@ -7,7 +7,15 @@
 #   bash scripts/benchmark.sh                          # default plan, ~10 min on a 2-core CPU
 #   bash scripts/benchmark.sh --plan=full --steps=5    # every combination
 #   bash scripts/benchmark.sh --hf_configs= --configs=minilm   # no HF, another model
+#   ISA=AVX2 bash scripts/benchmark.sh ...             # an AVX-512 CPU run as an AVX2-only one
+#                                                      # (oneDNN, XLA, torch and MKL capped)
 #
 # Run it on a quiet machine: other processes on the cores skew every figure.
 source "$(dirname "$0")/setup_env.sh"
+if [ "${ISA:-}" = AVX2 ]; then
+  eval "$(python benchmarks/machine.py --avx2_env)"
+elif [ -n "${ISA:-}" ]; then
+  echo "error: ISA=$ISA: expected AVX2 (or unset: the CPU's own)" >&2
+  exit 2
+fi
 exec python benchmarks/train_bench.py "$@"

@@ -1,0 +1,78 @@
+"""The benchmark helpers that need neither torch nor a quiet machine: ISA level and peak bound
+(benchmarks/machine.py), and that the Hugging Face side of finetune_side_by_side.py reads each
+task's files exactly as run_classifier_mgpu.py's processors do."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
+
+import classifier_data  # pylint: disable=g-import-not-at-top,wrong-import-position
+import hf_finetune  # pylint: disable=g-import-not-at-top,wrong-import-position
+import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+_AVX512_BF16 = {"avx2", "fma", "avx512f", "avx512_bf16"}
+
+
+def test_isa_level_follows_the_onednn_cap():
+  assert machine.isa_level(_AVX512_BF16, environ={}) == "AVX-512 + BF16"
+  assert machine.isa_level(_AVX512_BF16, environ={"ONEDNN_MAX_CPU_ISA": "avx2"}) == "AVX2"
+  assert machine.isa_level(_AVX512_BF16, environ={"DNNL_MAX_CPU_ISA": "AVX512_CORE"}) == "AVX-512"
+  # A cap above what the CPU has changes nothing.
+  assert machine.isa_level({"avx2", "fma"}, environ={"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}) == "AVX2"
+  assert machine.isa_level({"avx2", "amx_tile", "avx512f"}, environ={}) == "AMX"
+
+
+def test_theoretical_peak_is_cores_times_clock_times_flops_per_cycle():
+  gflops, how = machine.theoretical_peak("fp32", level="AVX2", cores=2, clock=(3.0, "test"))
+  assert gflops == 2 * 3.0 * 32
+  assert "2 cores x 3.00 GHz (test) x 32 fp32 FLOP/cycle (AVX2)" == how
+  # bf16 dot products double the lanes' work on AVX512-BF16; without them bf16 runs as fp32.
+  assert machine.theoretical_peak("bf16", "AVX-512 + BF16", 2, (3.0, ""))[0] == 2 * 3.0 * 128
+  assert machine.theoretical_peak("bf16", "AVX-512", 2, (3.0, ""))[0] == 2 * 3.0 * 64
+
+
+def test_max_clock_from_the_environment():
+  assert machine.max_clock_ghz({"BENCH_MAX_CLOCK_GHZ": "3.7"}) == (3.7, "BENCH_MAX_CLOCK_GHZ")
+  ghz, _ = machine.max_clock_ghz({})
+  assert 0.5 < ghz <= machine.CLOCK_CEILING_GHZ
+
+
+def _write(path, lines):
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join(line + "\n" for line in lines))
+
+
+@pytest.mark.parametrize("task", sorted(hf_finetune.TASKS))
+def test_hf_side_reads_what_our_processors_read(tmp_path, task):
+  rows = [("1", "He said \"yes\".", "He said no."), ("0", "a\u00e9 b", "c d")]
+  if task == "mrpc":
+    _write(tmp_path / "train.tsv", ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"] +
+           ["%s\t1\t2\t%s\t%s" % r for r in rows])
+    _write(tmp_path / "test.tsv", ["index\t#1 ID\t#2 ID\t#1 String\t#2 String"] +
+           ["%d\t1\t2\t%s\t%s" % (i, r[1], r[2]) for i, r in enumerate(rows)])
+    processor = classifier_data.MrpcProcessor()
+  elif task == "cola":
+    _write(tmp_path / "train.tsv", ["src\t%s\t*\t%s" % (r[0], r[1]) for r in rows])
+    processor = classifier_data.ColaProcessor()
+  else:
+    labels = {"1": "positive", "0": "negative"}
+    _write(tmp_path / "train.tsv", ["%s\t%s" % (r[1], labels[r[0]]) for r in rows])
+    _write(tmp_path / "test.tsv", ["qid\ttext_a"] + ["%d\t%s" % (i, r[1]) for i, r in
+                                                     enumerate(rows)])
+    processor = classifier_data.TsvProcessor(str(tmp_path))
+  spec = hf_finetune.TASKS[task]
+  ours = processor.get_train_examples(str(tmp_path))
+  texts_a, texts_b, labels = hf_finetune.read_split(spec, str(tmp_path / "train.tsv"), False)
+  assert texts_a == [e.text_a for e in ours]
+  assert (texts_b or [None] * len(ours)) == [e.text_b for e in ours]
+  assert labels == [e.label for e in ours]
+  assert spec.labels == list(processor.get_labels())
+  if spec.test_text_a is not None:
+    ours_test = processor.get_test_examples(str(tmp_path))
+    texts_a, texts_b, _ = hf_finetune.read_split(spec, str(tmp_path / "test.tsv"), True)
+    assert texts_a == [e.text_a for e in ours_test]
+    assert (texts_b or [None] * len(ours_test)) == [e.text_b for e in ours_test]
