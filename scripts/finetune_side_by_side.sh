@@ -29,7 +29,7 @@ case "$TASK" in
   chnsenticorp)
     RECIPE=(--data_dir="$DATA_ROOT/classify/chnsenticorp"
             --random_init_config=scripts/small_chinese_bert_config.json
-            --vocab_file=vocab/chinese_vocab.txt --sides=ours_fixed,ours,ours_bucket,hf_group
+            --vocab_file=vocab/chinese_vocab.txt --sides=ours_fixed,ours,ours_bucket,hf,hf_group
             --max_seq_length=256 --batch_size=32 --epochs=2 --learning_rate=5e-4) ;;
   *) echo "error: task $TASK: expected mrpc, cola or chnsenticorp" >&2; exit 2 ;;
 esac
