@@ -40,6 +40,7 @@ import machine
 import modeling
 from parallel import cluster as cluster_lib
 from parallel import pipeline
+import run_classifier_mgpu
 import tower_utils
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -72,31 +73,24 @@ def parse_args(argv=None):
   return p.parse_args(argv)
 
 
-def classifier_tower_fn(config, num_labels=2):
-  """A BERT classifier tower_fn (dropout off): the task head on the last stage."""
-
-  def tower_fn(features, global_batch):
-    del global_batch
-    model = modeling.BertModel(config, True, features["input_ids"], features["input_mask"])
-    weights = tf.get_variable("output_weights", [num_labels, config.hidden_size],
-                              initializer=tf.truncated_normal_initializer(stddev=0.02))
-    logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=features["label"], logits=logits)), {}
-
-  return tower_fn
+def classifier_tower_fn(config):
+  """run_classifier_mgpu.py's tower (BERT + pooled softmax, 2 labels): the task head on the
+  last stage."""
+  return run_classifier_mgpu.make_tower_fn(config, 2, is_training=True)
 
 
 def random_features(rows, seq, vocab_size, as_constants=True):
-  """Features of `rows` random rows [rows, seq] (constants, or placeholders of that shape)."""
+  """Classifier features of `rows` random rows [rows, seq] (constants, or placeholders)."""
   if not as_constants:
     return {"input_ids": tf.placeholder(tf.int32, [rows, seq]),
             "input_mask": tf.placeholder(tf.int32, [rows, seq]),
-            "label": tf.placeholder(tf.int32, [rows])}
+            "segment_ids": tf.placeholder(tf.int32, [rows, seq]),
+            "label_ids": tf.placeholder(tf.int32, [rows])}
   rng = np.random.RandomState(0)
   return {"input_ids": tf.constant(rng.randint(1, vocab_size, (rows, seq)).astype(np.int32)),
           "input_mask": tf.ones([rows, seq], tf.int32),
-          "label": tf.constant(rng.randint(0, 2, rows).astype(np.int32))}
+          "segment_ids": tf.zeros([rows, seq], tf.int32),
+          "label_ids": tf.constant(rng.randint(0, 2, rows).astype(np.int32))}
 
 
 def _config(base, layers=None):
@@ -118,17 +112,18 @@ def busy_share(step_stats, devices):
   Returns:
     list of busy shares (0..1), one per device.
   """
+  def key(device):
+    spec = tf.DeviceSpec.from_string(device)
+    return spec.device_type, spec.device_index
+
   intervals = collections.defaultdict(list)
   for dev in step_stats.dev_stats:
-    name = tf.DeviceSpec.from_string(dev.device)
     for node in dev.node_stats:
       if node.node_name in ("_SOURCE", "_SINK") or node.op_end_rel_micros <= 0:
         continue
       start = node.all_start_micros
-      intervals[(name.device_type, name.device_index)].append(
-          (start, start + node.op_end_rel_micros))
-  keys = [(tf.DeviceSpec.from_string(d).device_type, tf.DeviceSpec.from_string(d).device_index)
-          for d in devices]
+      intervals[key(dev.device)].append((start, start + node.op_end_rel_micros))
+  keys = [key(d) for d in devices]
   everything = [iv for k in keys for iv in intervals[k]]
   span = max(e for _, e in everything) - min(s for s, _ in everything)
   return [_union_length(intervals[k]) / float(span) for k in keys]
