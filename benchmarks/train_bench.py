@@ -255,6 +255,13 @@ class TfRun(object):
       timings.append((time.time() - start, waited))
     return timings
 
+  def trace_update(self):
+    """Runs one update (accum 1) with a full trace; returns its tf.RunMetadata step_stats."""
+    metadata = tf.RunMetadata()
+    self._sess.run(self._train_graph.train_op, run_metadata=metadata,
+                   options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE))
+    return metadata.step_stats
+
   def close(self):
     self._sess.close()
 

@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import classifier_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 import hf_finetune  # pylint: disable=g-import-not-at-top,wrong-import-position
+import isa_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _AVX512_BF16 = {"avx2", "fma", "avx512f", "avx512_bf16"}
@@ -33,6 +34,39 @@ def test_theoretical_peak_is_cores_times_clock_times_flops_per_cycle():
   # bf16 dot products double the lanes' work on AVX512-BF16; without them bf16 runs as fp32.
   assert machine.theoretical_peak("bf16", "AVX-512 + BF16", 2, (3.0, ""))[0] == 2 * 3.0 * 128
   assert machine.theoretical_peak("bf16", "AVX-512", 2, (3.0, ""))[0] == 2 * 3.0 * 64
+
+
+def test_isa_profile_sorts_traced_ops_into_kinds():
+  kinds = {op: isa_profile.op_kind(op) for op in (
+      "_MklNativeFusedMatMul", "BatchMatMulV2", "TanhGrad", "AddV2", "RandomUniform", "Mean",
+      "_MklSoftmax", "_MklTranspose", "GatherV2", "ApplyAdam", "L2Loss", "_XlaRun", "Const")}
+  assert kinds == {"_MklNativeFusedMatMul": "matmul", "BatchMatMulV2": "matmul",
+                   "TanhGrad": "elementwise", "AddV2": "elementwise",
+                   "RandomUniform": "dropout-rng", "Mean": "reduction",
+                   "_MklSoftmax": "reduction", "_MklTranspose": "layout", "GatherV2": "layout",
+                   "ApplyAdam": "optimizer", "L2Loss": "optimizer", "_XlaRun": "xla",
+                   "Const": "other"}
+
+
+def test_isa_profile_sums_op_time_per_step_by_kind():
+  from tensorflow.core.framework import step_stats_pb2  # pylint: disable=g-import-not-at-top
+
+  def step(*ops):
+    stats = step_stats_pb2.StepStats()
+    device = stats.dev_stats.add(device="/cpu:0")
+    for name, op, micros in ops:
+      device.node_stats.add(node_name=name, timeline_label="%s = %s(x)" % (name, op),
+                            all_end_rel_micros=micros)
+    return stats
+
+  steps = [step(("a", "_MklMatMul", 3000), ("b", "Mul", 1000), ("c", "Mul", 500)),
+           step(("a", "_MklMatMul", 5000), ("b", "Mul", 1500))]
+  ms = isa_profile.time_by_kind(steps)
+  assert ms["matmul"] == 4.0 and ms["elementwise"] == 1.5 and ms["optimizer"] == 0.0
+  # Every base variant also runs capped to AVX2, with the cap's environment.
+  table = isa_profile.variants()
+  assert table["avx2_eigen"][0] == dict(machine.AVX2_CAP_ENV, TF_ENABLE_ONEDNN_OPTS="0")
+  assert table["avx2"] == (machine.AVX2_CAP_ENV, [])
 
 
 def test_max_clock_from_the_environment():
