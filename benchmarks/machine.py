@@ -1,8 +1,11 @@
 """What machine a benchmark ran on: CPU model, cores and instruction-set level.
 
-A speed figure belongs to the machine that produced it: the same code is several times faster
-with AVX-512 (and again with AMX or AVX512-BF16) than with AVX2 alone, so every benchmark prints
-this line next to its figures.
+A speed figure belongs to the machine that produced it: the same code can be twice as fast with
+AVX-512 as with AVX2 alone (and faster again with AMX or AVX512-BF16), so every benchmark prints
+this line next to its figures. The ISA level is not the whole story: AMD Zen 4 runs AVX-512 on
+256-bit halves, so its float32 matmul peak is AVX2's (measured on the development VM: 224
+against 215 GFLOP/s), while Intel server cores with two 512-bit FMA units double it. The
+theoretical peak below is the most any CPU of a level can do, an upper bound for both.
 """
 
 import os
