@@ -130,7 +130,11 @@ def run_variant(name, args):
          "--seq=%d" % args.seq, "--batch=%d" % args.batch, "--steps=%d" % args.steps,
          "--trace_steps=%d" % args.trace_steps, "--warmup=%d" % args.warmup,
          "--threads=%d" % args.threads, "--inter_op_threads=%d" % args.inter_op_threads] + flags
-  proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+  try:
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+  except subprocess.TimeoutExpired:
+    print("  %s failed: no result within --timeout=%d s" % (name, args.timeout), flush=True)
+    return None
   for line in proc.stdout.splitlines():
     if line.startswith("RESULT "):
       return json.loads(line[len("RESULT "):])
@@ -196,12 +200,21 @@ def main(argv=None):
       results[name] = result
       print("  %-12s %.2f examples/sec  (%s)" % (name, result["examples_per_sec"],
                                                  result["machine"]), flush=True)
+  if not results:
+    print("error: isa_profile.py: no variant gave a result (see the lines above)", file=sys.stderr)
+    return 2
   print("\ntraced op time per step (ms), by kind:\n" + format_table(results))
   if args.json_out:
-    with open(args.json_out, "w") as f:
+    with open(args.json_out + ".tmp", "w") as f:
       json.dump(results, f, indent=1)
+    os.replace(args.json_out + ".tmp", args.json_out)  # a killed run leaves the old file whole
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  try:
+    sys.exit(main())
+  except KeyboardInterrupt:  # subprocess.run has already ended the running child
+    print("error: isa_profile.py interrupted; the variants done so far are printed above",
+          file=sys.stderr)
+    sys.exit(2)
