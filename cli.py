@@ -243,7 +243,22 @@ def run_main(main_fn, argv=None):
         raise
       _fail(_report_internal_error(e), EXIT_INTERNAL_ERROR)
 
-  app.run(_guarded, argv=argv)
+  app.run(_guarded, argv=argv, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, with a malformed or unknown flag reported as one `error:` line, exit 2.
+
+  absl's own parser prints "FATAL Flags parsing error" and exits 1; e.g. `--learning_rate=abc`
+  becomes `error: flag --learning_rate=abc: could not convert string to float: 'abc' (see
+  --helpshort)`.
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    message = " ".join(str(e).split())  # absl's multi-line messages (e.g. suggestions) on one line
+    _fail("%s (see --helpshort)" % message, EXIT_INPUT_ERROR)
 
 
 def _show_project_flags_in_help():

@@ -665,6 +665,9 @@ def all_cases():
            fragments=["--max_seq_length=64", "max_position_embeddings"]),
       case("clf_fp16_and_bf16", CLF, _clf("--do_train", "--use_fp16", "--use_bf16"),
            fragments=["--use_fp16"]),
+      case("clf_malformed_float", CLF, _clf("--do_train", "--learning_rate=abc"),
+           fragments=["--learning_rate=abc", "float"], check=nothing_written),
+      case("clf_misspelt_flag", CLF, _clf("--do_trian"), fragments=["do_trian", "do_train"]),
       case("clf_bad_task", CLF, lambda w, d: w.clf_args(out(d), "--do_train") +
            ["--task_name=nope"], fragments=["--task_name=nope"]),
       # --- classifier: output_dir and the machine
@@ -891,6 +894,8 @@ def all_cases():
            fragments=["--num_warmup_steps"]),
       case("pt_seq_flag_disagrees", PT, _pt("--do_train", "--max_seq_length=32"),
            fragments=["--max_seq_length=32"]),
+      case("pt_malformed_int", PT, _pt("--do_train", "--num_train_steps=ten"),
+           fragments=["--num_train_steps=ten", "int"]),
       case("pt_missing_eval_file_before_training", PT, _pt("--do_train", "--do_eval",
                                                            "--eval_input_file=/no/eval.rec"),
            fragments=["--eval_input_file=/no/eval.rec"], check=nothing_written),
