@@ -301,7 +301,7 @@ def main(_):
     pipeline.train(pipeline.records("train", path, rows), len(rows))
 
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
-    checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
+    checkpoint = common_flags.eval_checkpoint()
     logging.info("Decoding with %s", checkpoint)
     for name, mode in (("dev", evaluate), ("test", predict), ("rank", rank)):
       if name in inputs:

@@ -1,4 +1,7 @@
-"""--do_export: a run's latest checkpoint as a SavedModel for serving, <output_dir>/saved_model/.
+"""--do_export: a run's checkpoint as a SavedModel for serving, <output_dir>/saved_model/.
+
+The checkpoint is the one eval and predict use (common_flags.eval_checkpoint): the best one kept
+by --keep_best with --use_best_checkpoint, else the latest in --output_dir.
 
 The run scripts call `export_classifier` / `export_rewriter` at the end of main. They collect
 what serving needs to process raw text exactly as the run did (vocabulary, casing,
@@ -20,7 +23,7 @@ from absl import flags
 from absl import logging
 
 import cli
-import training
+import common_flags
 
 FLAGS = flags.FLAGS
 
@@ -33,7 +36,8 @@ def define_flags():
   if "do_export" not in FLAGS:
     flags.DEFINE_bool(
         "do_export", False,
-        "Export the latest checkpoint in --output_dir (after training, with --do_train) as a "
+        "Export the checkpoint that eval and predict use (the latest in --output_dir, after "
+        "training with --do_train; the best with --use_best_checkpoint) as a "
         "TF2 SavedModel for serving, output_dir/saved_model/: signatures serving_default "
         "(raw text in, tokenized in the graph like this run), serve_ids (token ids in) and "
         "tokenize. Vocab, bert_config and labels travel in its assets.")
@@ -46,8 +50,7 @@ def _common_spec(task):
                          "models tokenized with --spm_model_file cannot be exported")
   return {
       "task": task,
-      "checkpoint": os.path.abspath(training.find_checkpoint(FLAGS.output_dir,
-                                                             FLAGS.init_checkpoint)),
+      "checkpoint": os.path.abspath(common_flags.eval_checkpoint()),
       "bert_config_file": os.path.abspath(FLAGS.bert_config_file),
       "vocab_file": os.path.abspath(FLAGS.vocab_file),
       "do_lower_case": FLAGS.do_lower_case,

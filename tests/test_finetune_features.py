@@ -4,6 +4,7 @@
 import io
 import os
 import re
+import shutil
 
 from absl import flags
 import numpy as np
@@ -170,6 +171,22 @@ def test_training_evaluates_keeps_the_best_and_predicts_stdin_with_it(finetuned)
   assert set(proc.stdout.splitlines()) <= {"pos", "neg"}
   assert "eval: 10 examples in" in proc.stderr and "examples/sec" in proc.stderr
   assert "predict: 3 examples in" in proc.stderr
+
+
+def test_export_with_use_best_checkpoint_exports_the_best_not_the_latest(finetuned, tmp_path):
+  _, args, out, _ = finetuned
+  copy = tmp_path / "out"
+  shutil.copytree(out, copy)
+  best = copy / "best" / ("model.ckpt-%s" %
+                          periodic_eval.read_results(str(out / "best_results.txt"))["global_step"])
+  args = [a for a in args if not a.startswith("--output_dir")] + ["--output_dir=%s" % copy]
+  proc = run_script("run_classifier_mgpu.py", *args, "--do_train", "--num_train_steps=16")
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  assert tf.train.latest_checkpoint(str(copy)) == str(copy / "model.ckpt-16")  # not the best
+  proc = run_script("run_classifier_mgpu.py", *args, "--do_export", "--use_best_checkpoint")
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  assert "Exporting %s as a SavedModel" % best in proc.stderr
+  assert (copy / "saved_model" / "saved_model.pb").exists()
 
 
 def test_predict_file_tsv_needs_no_data_dir_and_writes_predict_output(finetuned, tmp_path):
