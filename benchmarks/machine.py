@@ -5,7 +5,9 @@ AVX-512 as with AVX2 alone (and faster again with AMX or AVX512-BF16), so every 
 this line next to its figures. The ISA level is not the whole story: AMD Zen 4 runs AVX-512 on
 256-bit halves, so its float32 matmul peak is AVX2's (measured on the development VM: 224
 against 215 GFLOP/s), while Intel server cores with two 512-bit FMA units double it. The
-theoretical peak below is the most any CPU of a level can do, an upper bound for both.
+theoretical peak below counts Zen 4's halves (AMD family 25 with AVX-512); for every other CPU
+it is the most any CPU of its level can do, so it stays an upper bound (Intel parts with one
+FMA unit per core reach half of it).
 """
 
 import os
@@ -23,6 +25,24 @@ def cpu_flags():
   except OSError:
     pass
   return set()
+
+
+def cpu_family():
+  """(vendor_id, cpu family) from /proc/cpuinfo, e.g. ('AuthenticAMD', 25); (None, None) if unknown."""
+  vendor = family = None
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        if key.strip() == "vendor_id":
+          vendor = value.strip()
+        elif key.strip() == "cpu family":
+          family = int(value.strip())
+        if vendor is not None and family is not None:
+          break
+  except (OSError, ValueError):
+    pass
+  return vendor, family
 
 
 def cpu_model():
@@ -101,16 +121,27 @@ def max_clock_ghz(environ=None):
     return CLOCK_CEILING_GHZ, "ceiling (the OS does not expose the maximum clock)"
 
 
-def theoretical_peak(precision="fp32", level=None, cores=None, clock=None):
+def splits_avx512(family=None):
+  """True for CPUs that run each 512-bit operation as two 256-bit halves: AMD family 25 (Zen 4;
+  Zen 3, the same family, has no AVX-512). Zen 5 (family 26) server cores have the full width."""
+  vendor, number = cpu_family() if family is None else family
+  return vendor == "AuthenticAMD" and number == 25
+
+
+def theoretical_peak(precision="fp32", level=None, cores=None, clock=None, family=None):
   """(GFLOP/s, derivation text): cores x max clock x FLOPs/cycle of the ISA level.
 
   An upper bound: no computation in `precision` on this machine can exceed it, whatever the
-  load, so training above 100% of it would mean the FLOP count is wrong.
+  load, so training above 100% of it would mean the FLOP count is wrong. `family` is
+  (vendor_id, cpu family), by default this CPU's: see splits_avx512.
   """
   level = isa_level() if level is None else level
   cores = (os.cpu_count() or 1) if cores is None else cores
   ghz, source = max_clock_ghz() if clock is None else clock
   per_cycle = _FLOPS_PER_CYCLE[level][precision]
+  if level.startswith("AVX-512") and splits_avx512(family):
+    per_cycle //= 2
+    level += " on 256-bit halves"
   return cores * ghz * per_cycle, ("%d cores x %.2f GHz (%s) x %d %s FLOP/cycle (%s)" % (
       cores, ghz, source, per_cycle, precision, level))
 

@@ -32,8 +32,19 @@ def test_theoretical_peak_is_cores_times_clock_times_flops_per_cycle():
   assert gflops == 2 * 3.0 * 32
   assert "2 cores x 3.00 GHz (test) x 32 fp32 FLOP/cycle (AVX2)" == how
   # bf16 dot products double the lanes' work on AVX512-BF16; without them bf16 runs as fp32.
-  assert machine.theoretical_peak("bf16", "AVX-512 + BF16", 2, (3.0, ""))[0] == 2 * 3.0 * 128
-  assert machine.theoretical_peak("bf16", "AVX-512", 2, (3.0, ""))[0] == 2 * 3.0 * 64
+  intel = ("GenuineIntel", 6)
+  assert machine.theoretical_peak("bf16", "AVX-512 + BF16", 2, (3.0, ""), intel)[0] == 2 * 3.0 * 128
+  assert machine.theoretical_peak("bf16", "AVX-512", 2, (3.0, ""), intel)[0] == 2 * 3.0 * 64
+
+
+def test_zen4_runs_avx512_on_256_bit_halves():
+  zen4, zen5 = ("AuthenticAMD", 25), ("AuthenticAMD", 26)
+  gflops, how = machine.theoretical_peak("fp32", "AVX-512 + BF16", 2, (3.0, "test"), zen4)
+  assert gflops == 2 * 3.0 * 32 and how.endswith("(AVX-512 + BF16 on 256-bit halves)")
+  assert machine.theoretical_peak("bf16", "AVX-512 + BF16", 2, (3.0, ""), zen4)[0] == 2 * 3.0 * 64
+  assert machine.theoretical_peak("fp32", "AVX-512", 2, (3.0, ""), zen5)[0] == 2 * 3.0 * 64
+  # Capped to AVX2, Zen 4 is at AVX2's rate like every other CPU.
+  assert machine.theoretical_peak("fp32", "AVX2", 2, (3.0, ""), zen4)[0] == 2 * 3.0 * 32
 
 
 def test_isa_profile_sorts_traced_ops_into_kinds():
