@@ -203,16 +203,21 @@ def record_input_fn(record_file, name_to_features, is_training):
   return input_fn
 
 
-def define_periodic_eval_flags():
-  """Evaluation during training, the best checkpoint and early stopping (periodic_eval.py)."""
+def define_periodic_eval_flags(default_metric, metric_examples):
+  """Evaluation during training, the best checkpoint and early stopping (periodic_eval.py).
+
+  Args:
+    default_metric: the script's --best_metric default, e.g. "eval_accuracy".
+    metric_examples: the metrics the script's eval gives, for the help text.
+  """
   _define("integer", "eval_every_n_steps", 0,
           "Evaluate on the dev set every this many steps during training (and at its end), "
           "saving a checkpoint there first; metrics go to TensorBoard (output_dir/eval) and "
           "output_dir/eval_history.tsv. 0: only --do_eval after training.")
-  _define("string", "best_metric", "eval_accuracy",
-          "The eval metric that picks the best checkpoint: a key of eval_results.txt, e.g. "
-          "eval_accuracy, macro_f1, f1_<label>, eval_loss (metrics with 'loss' in their name: "
-          "lower is better; others: higher).")
+  _define("string", "best_metric", default_metric,
+          "The eval metric that picks the best checkpoint: a key of eval_results.txt (%s; "
+          "metrics with 'loss' in their name: lower is better; others: higher)." %
+          metric_examples)
   _define("bool", "keep_best", False,
           "With --eval_every_n_steps: keep the best checkpoint by --best_metric in "
           "output_dir/best/, apart from the rolling checkpoints (--keep_checkpoint_max never "

@@ -87,6 +87,11 @@ def rouge_l_f(hypothesis, reference):
   return 2.0 * precision * recall / (precision + recall)
 
 
+# What run_rewrite_finetune.py's eval reports (and --best_metric may watch): rewrite_scores'
+# metrics and the mean per-token loss of the references.
+EVAL_METRICS = ("bleu4", "rouge_l_f", "exact_match", "eval_loss")
+
+
 def rewrite_scores(hypotheses, references):
   """All metrics of a corpus.
 

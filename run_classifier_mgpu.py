@@ -37,7 +37,9 @@ common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
 common_flags.define_length_flags()
-common_flags.define_periodic_eval_flags()
+common_flags.define_periodic_eval_flags(
+    "eval_accuracy", "eval_accuracy, macro_f1, f1_<label>, precision_<label>, recall_<label>, "
+    "eval_loss")
 common_flags.define_predict_flags()
 saved_model_export.define_flags()
 

@@ -60,6 +60,7 @@ common_flags.define_training_flags(default_learning_rate=5e-5)
 common_flags.define_tpu_flags_removed()
 common_flags.define_epoch_flags()
 common_flags.define_length_flags()
+common_flags.define_periodic_eval_flags("bleu4", ", ".join(rewrite_metrics.EVAL_METRICS))
 common_flags.define_predict_flags()
 saved_model_export.define_flags()
 
@@ -131,14 +132,16 @@ class Pipeline(object):
         lambda: rewrite_data.tokenize_rows(self.tokenizer, rows, with_targets), self.tokenizer,
         FLAGS.max_seq_length, FLAGS.max_target_length)
 
-  def train(self, record_file, num_examples):
-    """Trains on packed records with training.train (towers, checkpoints, resume)."""
+  def train(self, record_file, num_examples, periodic_eval=None):
+    """Trains on packed records with training.train (towers, checkpoints, resume; evaluation
+    during training with a periodic_eval.PeriodicEval)."""
     num_train_steps, num_warmup_steps = common_flags.epoch_schedule(num_examples)
     common_flags.log_training_plan(num_examples, num_train_steps)
     return training.train(
         rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length),
         make_input_fn(record_file, True), common_flags.train_spec(num_train_steps,
-                                                                  num_warmup_steps))
+                                                                  num_warmup_steps),
+        periodic_eval)
 
   def decode(self, record_file, checkpoint, batch_size):
     """Rewrites of every record (input order) as detokenized strings."""
@@ -178,7 +181,7 @@ def read_inputs():
   if FLAGS.do_train:
     path = _data_file("train.tsv")
     inputs["train"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order))
-  if FLAGS.do_eval:
+  if FLAGS.do_eval or FLAGS.eval_every_n_steps:
     path = _data_file("dev.tsv")
     inputs["dev"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order))
   read_test = lambda path: rewrite_data.read_rewrite_tsv(path, FLAGS.column_order,
@@ -198,8 +201,9 @@ def read_inputs():
   return inputs
 
 
-def evaluate(pipeline, checkpoint, path, rows):
-  """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
+def dev_scores(pipeline, checkpoint, path, rows):
+  """(metrics dict, rewrites) of `checkpoint` on dev.tsv: rewrite_metrics.EVAL_METRICS,
+  global_step and beam_size."""
   record_file = pipeline.records("dev", path, rows)
   rewrites = pipeline.decode(record_file, checkpoint, FLAGS.eval_batch_size)
   _check_count(rewrites, rows, path)
@@ -209,6 +213,12 @@ def evaluate(pipeline, checkpoint, path, rows):
   if "global_step" in dict(tf.train.list_variables(checkpoint)):  # not in Google's releases
     results["global_step"] = int(tf.train.load_variable(checkpoint, "global_step"))
   results["beam_size"] = FLAGS.beam_size
+  return results, rewrites
+
+
+def evaluate(pipeline, checkpoint, path, rows):
+  """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
+  results, rewrites = dev_scores(pipeline, checkpoint, path, rows)
   common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
   predict_input.write_lines(os.path.join(FLAGS.output_dir, "eval_predictions.tsv"),
                ["%s\t%s\t%s" % (row.source, row.target, rewrite)
@@ -285,6 +295,10 @@ def main(_):
                          "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
   cli.require_positive(FLAGS.beam_size, "beam_size")
   common_flags.require_output_dir()
+  common_flags.check_periodic_eval_flags(common_flags.parallel())
+  if FLAGS.best_metric not in rewrite_metrics.EVAL_METRICS:
+    raise cli.InputError("--best_metric=%s: expected one of %s" %
+                         (FLAGS.best_metric, ", ".join(rewrite_metrics.EVAL_METRICS)))
   pipeline = Pipeline()
   # Every input is read before training: a bad dev, test or rank row, or a run that does not
   # match the model already in --output_dir, stops the run in seconds.
@@ -298,7 +312,8 @@ def main(_):
 
   if FLAGS.do_train:
     path, rows = inputs["train"]
-    pipeline.train(pipeline.records("train", path, rows), len(rows))
+    pipeline.train(pipeline.records("train", path, rows), len(rows), common_flags.periodic_eval(
+        lambda checkpoint: dev_scores(pipeline, checkpoint, *inputs["dev"])[0]))
 
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
     checkpoint = common_flags.eval_checkpoint()

@@ -834,6 +834,11 @@ def all_cases():
            check=_resumes(_clf("--do_train", "--num_train_epochs=2", config=_config_path),
                           max_lost=2)),
       # --- rewrite
+      case("rw_unknown_best_metric", RW, _rw("--do_train", "--eval_every_n_steps=2",
+                                             "--best_metric=eval_accuracy"),
+           fragments=["--best_metric=eval_accuracy", "bleu4"], check=nothing_written),
+      case("rw_keep_best_without_eval", RW, _rw("--do_train", "--keep_best"),
+           fragments=["--keep_best", "--eval_every_n_steps"]),
       case("rw_empty_train", RW, _rw("--do_train", data_dir="case"),
            prepare=data_dir_with("rw_data", train__tsv=""), fragments=["train.tsv", "empty"]),
       case("rw_blank_corpus", RW, lambda w, d: w.rw_args(out(d), "--do_pretrain_rewrite",

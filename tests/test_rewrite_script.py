@@ -73,13 +73,26 @@ def test_learns_synthetic_rule_through_the_script(tmp_path):
       "--do_train", "--do_eval", "--do_predict", "--do_rank", "--rank_file=" + rank_file,
       "--n_gpus=2", "--train_batch_size=32", "--learning_rate=2e-3", "--num_train_steps=1000",
       "--beam_size=2", "--eval_batch_size=16", "--predict_batch_size=4",
-      "--log_every_n_steps=100", "--save_checkpoints_steps=10000"])
+      "--log_every_n_steps=100", "--save_checkpoints_steps=10000",
+      "--eval_every_n_steps=250", "--keep_best", "--best_metric=exact_match"])
   assert result.returncode == 0, result.stderr[-3000:]
   assert "tower 1 -> /device:CPU:1" in result.stderr
 
   results = _read_results(os.path.join(output_dir, "eval_results.txt"))
   assert float(results["exact_match"]) >= 95.0, results
   assert int(results["global_step"]) == 1000
+
+  # Evaluation during training: the curve, and the best step's checkpoint kept apart.
+  with open(os.path.join(output_dir, "eval_history.tsv"), encoding="utf-8") as f:
+    history = [line.rstrip("\n").split("\t") for line in f]
+  column = history[0].index("exact_match")
+  curve = {int(row[0]): float(row[column]) for row in history[1:]}
+  assert sorted(curve) == [250, 500, 750, 1000], history
+  assert abs(curve[1000] - float(results["exact_match"])) < 1e-3 and curve[250] < curve[1000], curve
+  best_step = max(sorted(curve), key=lambda step: curve[step])  # the first of equal bests
+  best = _read_results(os.path.join(output_dir, "best_results.txt"))
+  assert int(best["global_step"]) == best_step, (best, curve)
+  assert os.path.exists(os.path.join(output_dir, "best", "model.ckpt-%d.index" % best_step))
 
   with open(os.path.join(output_dir, "predict.txt"), encoding="utf-8") as f:
     predictions = f.read().split("\n")
