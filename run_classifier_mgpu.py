@@ -7,9 +7,9 @@
     --do_train --do_eval --do_predict --n_gpus=2
 
 Outputs in --output_dir: checkpoints (a re-run resumes from the latest), TensorBoard summaries,
-eval_results.txt (stock keys plus per-class precision/recall/F1), test_results.tsv (class
-probabilities, stock) and predict.txt (the predicted label string of each test example, one line
-per example, input order).
+eval_results.txt (stock keys plus per-class precision/recall/F1, macro F1 and Matthews
+correlation `mcc`), test_results.tsv (class probabilities, stock) and predict.txt (the predicted
+label string of each test example, one line per example, input order).
 """
 
 import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 import classifier_data
+import classifier_metrics
 import cli
 import common_flags
 import modeling
@@ -137,36 +138,6 @@ def make_input_fn(record_file, is_training):
       record_file, classifier_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
-def classification_report(probabilities, per_example_loss, label_ids, label_list):
-  """Accuracy, mean loss and per-class precision/recall/F1 (plus macro F1) as a dict."""
-  predictions = np.argmax(probabilities, axis=-1)
-  results = {
-      "eval_accuracy": float(np.mean(predictions == label_ids)),
-      "eval_loss": float(np.mean(per_example_loss)),
-      "eval_examples": int(len(label_ids)),
-  }
-  results["loss"] = results["eval_loss"]
-  f1s = []
-  for i, label in enumerate(label_list):
-    tp = float(np.sum((predictions == i) & (label_ids == i)))
-    precision = tp / max(float(np.sum(predictions == i)), 1.0)
-    recall = tp / max(float(np.sum(label_ids == i)), 1.0)
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    f1s.append(f1)
-    results["precision_%s" % label] = precision
-    results["recall_%s" % label] = recall
-    results["f1_%s" % label] = f1
-  results["macro_f1"] = float(np.mean(f1s))
-  return results
-
-
-def metric_names(label_list):
-  """The keys of classification_report (what --best_metric may watch)."""
-  return (["eval_accuracy", "eval_loss", "loss", "macro_f1"] +
-          ["%s_%s" % (kind, label) for kind in ("precision", "recall", "f1")
-           for label in label_list])
-
-
 def write_predictions(probabilities, label_list):
   """Writes the predicted labels (common_flags.predict_output()) and the class probabilities
   (output_dir/test_results.tsv, or next to --predict_output; none for standard output)."""
@@ -215,9 +186,10 @@ def main(_):
     examples["train"] = processor.get_train_examples(FLAGS.data_dir)
   label_list = processor.get_labels()
   evaluating = FLAGS.do_eval or FLAGS.eval_every_n_steps
-  if evaluating and FLAGS.best_metric not in metric_names(label_list):
+  metrics = classifier_metrics.metric_names(label_list)
+  if evaluating and FLAGS.best_metric not in metrics:
     raise cli.InputError("--best_metric=%s: expected one of %s" %
-                         (FLAGS.best_metric, ", ".join(metric_names(label_list))))
+                         (FLAGS.best_metric, ", ".join(metrics)))
   if evaluating:
     examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
   if FLAGS.predict_file:
@@ -250,8 +222,8 @@ def main(_):
     outputs = infer("dev", checkpoint, FLAGS.eval_batch_size, "eval")
     label_map = {label: i for i, label in enumerate(label_list)}
     label_ids = np.array([label_map[e.label] for e in examples["dev"]])
-    results = classification_report(outputs["probabilities"], outputs["per_example_loss"],
-                                    label_ids, label_list)
+    results = classifier_metrics.classification_report(
+        outputs["probabilities"], outputs["per_example_loss"], label_ids, label_list)
     results["global_step"] = training.checkpoint_step(checkpoint)
     return results
 

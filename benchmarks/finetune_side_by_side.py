@@ -3,7 +3,8 @@
 Each side starts from the same weights and runs the same recipe (max_seq_length, batch, updates,
 learning rate, warm-up, seed) as a whole job a user would run: read and tokenize the data, train,
 save, evaluate on dev, predict the test set. The table gives dev accuracy and the wall time of
-each job (process start to exit) per seed, and the means.
+each job (process start to exit) per seed, and the means of accuracy, Matthews correlation
+(GLUE's CoLA metric; 0 for a model that always predicts one class) and job time.
 
 Sides (--sides, run in turn for each seed so background load falls on all alike):
   ours_fixed   run_classifier_mgpu.py (--n_gpus=1) with every row padded to --max_seq_length
@@ -174,14 +175,11 @@ def hf_command(args, side, seed, hf_dir, run_dir):
   return cmd
 
 
-def ours_accuracy(run_dir):
-  """eval_accuracy from run_classifier_mgpu.py's eval_results.txt."""
+def ours_scores(run_dir):
+  """{"eval_accuracy", "mcc"} from run_classifier_mgpu.py's eval_results.txt."""
   with open(os.path.join(run_dir, "eval_results.txt")) as f:
-    for line in f:
-      key, _, value = line.partition(" = ")
-      if key.strip() == "eval_accuracy":
-        return float(value)
-  raise ValueError("%s/eval_results.txt has no eval_accuracy" % run_dir)
+    results = dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)
+  return {key: float(results[key]) for key in ("eval_accuracy", "mcc")}
 
 
 def run_job(cmd, run_dir, lock_file):
@@ -215,9 +213,8 @@ def run_side(args, side, seed, dirs):
   if args.reuse and os.path.isfile(run_dir + ".json"):
     with open(run_dir + ".json") as f:
       result = json.load(f)
-    print("  %-11s seed %d: dev accuracy %.4f, job %.1f s (load %.2f -> %.2f), from %s.json" %
-          (side, seed, result["eval_accuracy"], result["wall_seconds"], result["load"][0],
-           result["load"][1], run_dir), flush=True)
+    print("  %-11s seed %d: %s, from %s.json" % (side, seed, job_line(result), run_dir),
+          flush=True)
     return result
   if side.startswith("ours"):
     cmd = ours_command(args, side, seed, dirs["ours"], run_dir)
@@ -225,31 +222,42 @@ def run_side(args, side, seed, dirs):
     cmd = hf_command(args, side, seed, dirs["hf"], run_dir)
   seconds, load, stdout = run_job(cmd, run_dir, args.lock_file)
   if side.startswith("ours"):
-    result = {"eval_accuracy": ours_accuracy(run_dir)}
+    result = ours_scores(run_dir)
   else:
     result = json.loads(stdout.strip().splitlines()[-1])
   result.update(side=side, seed=seed, wall_seconds=seconds, load=load, run_dir=run_dir,
                 machine=machine.describe())
   with open(run_dir + ".json", "w") as f:
     json.dump(result, f)
-  print("  %-11s seed %d: dev accuracy %.4f, job %.1f s (load %.2f -> %.2f)" %
-        (side, seed, result["eval_accuracy"], seconds, load[0], load[1]), flush=True)
+  print("  %-11s seed %d: %s" % (side, seed, job_line(result)), flush=True)
   return result
 
 
+def job_line(result):
+  """'dev accuracy 0.8088, MCC 0.571, job 435.8 s (load 0.52 -> 2.31)' of one job's result
+  (records written before MCC was reported have no MCC)."""
+  mcc = ", MCC %.3f" % result["mcc"] if "mcc" in result else ""
+  return "dev accuracy %.4f%s, job %.1f s (load %.2f -> %.2f)" % (
+      result["eval_accuracy"], mcc, result["wall_seconds"], result["load"][0], result["load"][1])
+
+
+def _mean(rows, key):
+  values = [r[key] for r in rows if key in r]
+  return "%.4f" % (sum(values) / len(values)) if len(values) == len(rows) else "  n/a "
+
+
 def format_table(results, sides, seeds):
-  """Per-seed accuracy and wall time, then mean, per side."""
+  """Per-seed accuracy and wall time, then the means (accuracy, MCC, job), per side."""
   lines = ["%-11s  " % "side" + "  ".join("seed %-10d" % s for s in seeds) +
-           "  mean acc  mean job"]
+           "  mean acc  mean MCC  mean job"]
   for side in sides:
     rows = [r for r in results if r["side"] == side]
     if not rows:
       continue
     cells = ["%.4f %6.0fs" % (r["eval_accuracy"], r["wall_seconds"]) for r in rows]
-    mean_acc = sum(r["eval_accuracy"] for r in rows) / len(rows)
     mean_s = sum(r["wall_seconds"] for r in rows) / len(rows)
     lines.append("%-11s  " % side + "  ".join("%-15s" % c for c in cells) +
-                 "  %.4f  %7.1fs" % (mean_acc, mean_s))
+                 "  %s    %s  %7.1fs" % (_mean(rows, "eval_accuracy"), _mean(rows, "mcc"), mean_s))
   return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ correction, and a linear decay from the end of warm-up. The two differ most earl
 without bias correction the first hundreds of updates are several times larger (at update t
 about (1 - 0.9^t) / sqrt(1 - 0.999^t) times: 3.2x at t = 100, 1.5x at t = 600).
 
-Prints one JSON line: dev accuracy, updates, seconds per phase, versions and threads.
+Prints one JSON line: dev accuracy and Matthews correlation (mcc), updates, seconds per phase, versions and threads.
 
   python benchmarks/hf_finetune.py --task=mrpc --data_dir=../shared/data/glue/MRPC \
     --model_dir=path/to/hf_model --output_dir=/tmp/hf_mrpc --max_seq_length=96 --batch_size=32 \
@@ -30,6 +30,9 @@ import json
 import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import classifier_metrics  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # The layout of each task's files. text_a/text_b/label are 0-based columns; test_* the same for
 # test.tsv (None: the task has no test file here). labels: in the order of run_classifier_mgpu.py's
@@ -185,8 +188,10 @@ def main(argv=None):
   trainer.train()
   trainer.save_model(args.output_dir)
   trained = time.time()
-  dev_logits = trainer.predict(dev).predictions
-  accuracy = float(np.mean(np.argmax(dev_logits, -1) == np.array([r["labels"] for r in dev])))
+  dev_predictions = np.argmax(trainer.predict(dev).predictions, -1)
+  dev_labels = np.array([r["labels"] for r in dev])
+  accuracy = float(np.mean(dev_predictions == dev_labels))
+  mcc = classifier_metrics.matthews_corrcoef(dev_predictions, dev_labels, len(task.labels))
   evaluated = time.time()
   if test is not None:
     test_logits = trainer.predict(test).predictions
@@ -194,7 +199,7 @@ def main(argv=None):
       f.write("".join(task.labels[i] + "\n" for i in np.argmax(test_logits, -1)))
   done = time.time()
   print(json.dumps({
-      "eval_accuracy": accuracy, "updates": max_steps, "warmup_updates": warmup_steps,
+      "eval_accuracy": accuracy, "mcc": mcc, "updates": max_steps, "warmup_updates": warmup_steps,
       "seconds": {"prepare": prepared - start, "train": trained - prepared,
                   "eval": evaluated - trained, "predict": done - evaluated},
       "test_rows": len(test) if test is not None else 0,

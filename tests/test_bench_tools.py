@@ -121,3 +121,21 @@ def test_hf_side_reads_what_our_processors_read(tmp_path, task):
     texts_a, texts_b, _ = hf_finetune.read_split(spec, str(tmp_path / "test.tsv"), True)
     assert texts_a == [e.text_a for e in ours_test]
     assert (texts_b or [None] * len(ours_test)) == [e.text_b for e in ours_test]
+
+
+def test_side_by_side_table_gives_mean_accuracy_mcc_and_job_time():
+  import finetune_side_by_side  # pylint: disable=g-import-not-at-top
+  jobs = [{"side": "ours", "seed": 1, "eval_accuracy": 0.70, "mcc": 0.20, "wall_seconds": 400.0,
+           "load": (0.5, 2.0)},
+          {"side": "ours", "seed": 2, "eval_accuracy": 0.74, "mcc": 0.30, "wall_seconds": 420.0,
+           "load": (2.0, 2.1)},
+          {"side": "hf", "seed": 1, "eval_accuracy": 0.72, "wall_seconds": 500.0,
+           "load": (2.0, 2.0)},  # a record from before MCC was reported
+          {"side": "hf", "seed": 2, "eval_accuracy": 0.70, "mcc": 0.10, "wall_seconds": 520.0,
+           "load": (2.0, 2.0)}]
+  table = finetune_side_by_side.format_table(jobs, ["ours", "hf"], [1, 2]).splitlines()
+  assert table[0].split()[-6:] == ["mean", "acc", "mean", "MCC", "mean", "job"]
+  assert table[1].split()[-3:] == ["0.7200", "0.2500", "410.0s"]
+  assert table[2].split()[-3:] == ["0.7100", "n/a", "510.0s"]
+  assert finetune_side_by_side.job_line(jobs[0]) == (
+      "dev accuracy 0.7000, MCC 0.200, job 400.0 s (load 0.50 -> 2.00)")

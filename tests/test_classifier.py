@@ -3,10 +3,12 @@
 import os
 import re
 
+import numpy as np
 import pytest
 
 from cli import InputError
 import classifier_data
+import classifier_metrics
 import tokenization
 from script_runner import CHINESE_VOCAB, assert_one_line_error, run_script, \
     write_tiny_bert_config
@@ -71,12 +73,28 @@ def test_train_eval_predict_outputs(trained):
   results = dict(line.split(" = ") for line in
                  (out / "eval_results.txt").read_text().splitlines())
   for key in ("eval_accuracy", "eval_loss", "global_step", "loss", "precision_pos",
-              "recall_neg", "f1_pos", "macro_f1"):
+              "recall_neg", "f1_pos", "macro_f1", "mcc"):
     assert key in results
   assert int(results["global_step"]) == 16
   assert int(results["eval_examples"]) == 10
   assert (out / "labels.txt").read_text() == "neg\npos\n"
   assert any(name.startswith("events.out.tfevents") for name in os.listdir(out))
+
+
+def test_matthews_correlation_matches_the_formula():
+  labels = np.array([1, 1, 1, 1, 0, 0, 0, 1, 0, 1])
+  predictions = np.array([1, 1, 0, 1, 0, 1, 0, 1, 1, 1])
+  tp, tn, fp, fn = 5.0, 2.0, 2.0, 1.0
+  binary = (tp * tn - fp * fn) / np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+  assert abs(classifier_metrics.matthews_corrcoef(predictions, labels, 2) - binary) < 1e-12
+  assert classifier_metrics.matthews_corrcoef(labels, labels, 2) == 1.0
+  assert classifier_metrics.matthews_corrcoef(1 - labels, labels, 2) == -1.0
+  assert classifier_metrics.matthews_corrcoef(np.ones(10, int), labels, 2) == 0.0  # majority
+  # Three classes (Gorodkin's R_K): 3 of 6 right; true counts t = (2, 3, 1), predicted
+  # p = (3, 2, 1): (3 * 6 - p.t) / sqrt((36 - p.p) * (36 - t.t)) = (18 - 13) / 22.
+  three = classifier_metrics.matthews_corrcoef(np.array([0, 2, 1, 0, 0, 1]),
+                                               np.array([0, 1, 2, 0, 1, 1]), 3)
+  assert abs(three - 5.0 / 22.0) < 1e-12
 
 
 def test_predict_txt_has_one_label_per_test_row_in_order(trained):
