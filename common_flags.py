@@ -230,7 +230,7 @@ def define_periodic_eval_flags(default_metric, metric_examples):
           "(output_dir/best/) instead of the latest one.")
 
 
-def check_periodic_eval_flags(parallel_spec):
+def check_periodic_eval_flags():
   """Raises InputError for evaluation-during-training flags that cannot work together."""
   for name in ("eval_every_n_steps", "early_stopping_patience"):
     if getattr(FLAGS, name) < 0:
@@ -243,9 +243,6 @@ def check_periodic_eval_flags(parallel_spec):
   if FLAGS.use_best_checkpoint and FLAGS.do_train and not FLAGS.keep_best:
     raise cli.InputError("--use_best_checkpoint with --do_train needs --keep_best (and "
                          "--eval_every_n_steps) to keep a best checkpoint")
-  if FLAGS.early_stopping_patience and parallel_spec.cluster.tasks:
-    raise cli.InputError("--early_stopping_patience is not supported with several processes "
-                         "yet (only the chief evaluates); use --keep_best and stop by steps")
 
 
 def periodic_eval(evaluate_fn):

@@ -93,6 +93,11 @@ class PeriodicEval(object):
     self.best_value = float(best[metric]) if best else None
     self.best_step = int(best["global_step"]) if best else None
 
+  @property
+  def patience(self):
+    """Evaluations without improvement before training stops (0: never)."""
+    return self._patience
+
   def due(self, step):
     """Whether `step` is an evaluation step."""
     return step % self.every_n_steps == 0

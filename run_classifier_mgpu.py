@@ -161,7 +161,8 @@ def main(_):
   if needs_data_dir and (not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir)):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
   common_flags.require_output_dir()
-  common_flags.check_periodic_eval_flags(common_flags.parallel())
+  common_flags.parallel()  # first: a process that is not the chief writes to a scratch dir
+  common_flags.check_periodic_eval_flags()
   bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer()
   processor = get_processor()
 

@@ -295,7 +295,8 @@ def main(_):
                          "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
   cli.require_positive(FLAGS.beam_size, "beam_size")
   common_flags.require_output_dir()
-  common_flags.check_periodic_eval_flags(common_flags.parallel())
+  common_flags.parallel()  # first: a process that is not the chief writes to a scratch dir
+  common_flags.check_periodic_eval_flags()
   if FLAGS.best_metric not in rewrite_metrics.EVAL_METRICS:
     raise cli.InputError("--best_metric=%s: expected one of %s" %
                          (FLAGS.best_metric, ", ".join(rewrite_metrics.EVAL_METRICS)))

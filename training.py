@@ -429,8 +429,8 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
       input_pipeline.Shard `shard` of the data.
     spec: TrainSpec.
     periodic_eval: optional periodic_eval.PeriodicEval: the chief evaluates the checkpoint it
-      saves every periodic_eval.every_n_steps steps and at the end, and stops early when it
-      says so (the other processes of a run wait for it in their next update).
+      saves every periodic_eval.every_n_steps steps and at the end; when it says stop, every
+      process stops at that step (see _EarlyStop).
 
   Returns:
     dict with "global_step" and "loss" (of the last applied update).
@@ -439,16 +439,20 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   check_init_checkpoint(spec.init_checkpoint)
   _remove_partial_checkpoints(spec.output_dir)
   resume_from = latest_checkpoint(spec.output_dir)
-  start_step = tower_utils.join_processes(spec.parallel, _must_agree(spec),
-                                          {"start_step": checkpoint_step(resume_from)})
-  start_step = start_step["start_step"]
+  resume_step = checkpoint_step(resume_from)
+  stopped = periodic_eval is not None and periodic_eval.patience_exhausted(resume_step)
+  # The chief's facts win: only it has the checkpoints and best_results.txt.
+  chiefs = tower_utils.join_processes(spec.parallel, _must_agree(spec, periodic_eval), {
+      "start_step": resume_step, "stopped_early": int(stopped),
+      "best_step": periodic_eval.best_step if stopped else 0})
+  start_step = chiefs["start_step"]
   if start_step >= spec.num_train_steps:
     logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
                  spec.output_dir, start_step, spec.num_train_steps)
     return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
-  if periodic_eval and periodic_eval.patience_exhausted(start_step):
+  if chiefs["stopped_early"]:
     logging.info("Training stopped early at step %d (no improvement since step %d); nothing "
-                 "to train", start_step, periodic_eval.best_step)
+                 "to train", start_step, chiefs["best_step"])
     return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
   parallel = spec.parallel
   logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
@@ -482,6 +486,7 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
     init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
     consistency = train_graph.strategy.consistency_check()
     finite = _all_finite(train_graph.strategy.savable_variables())
+    early_stop = _EarlyStop(periodic_eval, train_graph.strategy) if periodic_eval else None
     graph.finalize()
 
     writer = tf.summary.FileWriter(spec.output_dir, graph) if chief else None
@@ -493,7 +498,7 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
         sess.run(train_graph.sync_op)
         _check_consistent(sess, consistency, parallel, "start")
         result = _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer,
-                             periodic_eval if chief else None)
+                             early_stop)
         _check_consistent(sess, consistency, parallel, "end")
     if writer:
       writer.close()
@@ -502,9 +507,11 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   return _end_of_training(spec, result, chief)
 
 
-def _must_agree(spec):
+def _must_agree(spec, periodic_eval=None):
   """What every process of a run must share, besides the parallel settings (named for errors)."""
   return collections.OrderedDict([
+      ("--eval_every_n_steps", periodic_eval.every_n_steps if periodic_eval else 0),
+      ("--early_stopping_patience", periodic_eval.patience if periodic_eval else 0),
       ("--train_batch_size", spec.batch_size_per_tower),
       ("precision (--use_fp16/--use_bf16)", spec.precision),
       ("--optimizer", spec.optimizer),
@@ -640,11 +647,43 @@ def _peer_named_in(message, cluster):
   return "another process"
 
 
-def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, periodic_eval=None):
+class _EarlyStop(object):
+  """Evaluation during training in a run of one or several processes.
+
+  The chief evaluates (periodic_eval.PeriodicEval) and decides whether to stop; at each
+  evaluation step every process then learns the decision from one scalar all-reduce of the
+  chief's vote, so all of them stop at the same step. The others wait in that all-reduce while
+  the chief evaluates, so one evaluation must end within --collective_timeout_s.
+  """
+
+  def __init__(self, periodic_eval, strategy):
+    """Builds the vote's all-reduce (a no-op in one process); call before graph.finalize()."""
+    self._periodic_eval = periodic_eval
+    self._strategy = strategy
+    self._vote = tf.placeholder(tf.float32, [], name="early_stop_vote")
+    self._votes = strategy.sum_over_processes(self._vote)
+
+  def due(self, step):
+    return self._periodic_eval.due(step)
+
+  def __call__(self, sess, step, checkpoint):
+    """Evaluates `checkpoint` of `step` (the chief); returns whether every process stops."""
+    stop = self._strategy.is_chief and self._periodic_eval(step, checkpoint)
+    if self._strategy.cluster.num_workers == 1:
+      return stop
+    return sess.run(self._votes, {self._vote: float(stop)}) > 0
+
+  def final(self, step, checkpoint):
+    """The evaluation at the end of training (the chief; no vote: everyone stops anyway)."""
+    if self._strategy.is_chief:
+      self._periodic_eval(step, checkpoint)
+
+
+def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_stop=None):
   """Runs updates until global_step reaches spec.num_train_steps; saves on the way and at the end.
 
-  With periodic_eval, also saves and evaluates at its steps and at the end, and stops when it
-  says so (early stopping), after the save.
+  With early_stop (_EarlyStop), also saves and evaluates at its steps and at the end, and stops
+  when it says so, after the save.
 
   Returns:
     dict with "global_step" and "loss" (of the last applied update).
@@ -672,10 +711,10 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, period
       logger.add_loss(loss_value, waited)
       if log_now:
         logger.log(step, results["lr"], results["summary"])
-      evaluate = periodic_eval is not None and periodic_eval.due(step)
+      evaluate = early_stop is not None and early_stop.due(step)
       if (step % spec.save_checkpoints_steps == 0 or evaluate) and step < spec.num_train_steps:
         _save_finite(sess, step, checkpoints)
-        if evaluate and periodic_eval(step, checkpoints.latest):
+        if evaluate and early_stop(sess, step, checkpoints.latest):
           break
   except KeyboardInterrupt as e:
     raise _interrupted(e, sess, train_graph, checkpoints)
@@ -683,8 +722,8 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, period
     logging.info("Stopped early at step %d; %s", step, checkpoints.where())
   else:
     _save_finite(sess, step, checkpoints)
-  if periodic_eval is not None:
-    periodic_eval(step, checkpoints.latest)
+  if early_stop is not None:
+    early_stop.final(step, checkpoints.latest)
   return {"global_step": step, "loss": float(loss_value)}
 
 

@@ -16,7 +16,6 @@ import classifier_data
 import common_flags
 import periodic_eval
 import predict_input
-import tower_utils
 import training
 from script_runner import CHINESE_VOCAB, run_script, \
     write_tiny_bert_config
@@ -217,7 +216,7 @@ def test_evaluation_flags_that_cannot_work_are_refused_before_anything_runs(args
   try:
     FLAGS(["run_classifier_mgpu.py"] + args)
     with pytest.raises(InputError, match=re.escape(message)):
-      common_flags.check_periodic_eval_flags(tower_utils.parallel_spec())
+      common_flags.check_periodic_eval_flags()
   finally:
     FLAGS.unparse_flags()
 

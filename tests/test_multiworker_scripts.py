@@ -116,6 +116,35 @@ def test_a_killed_process_stops_the_other_and_a_relaunch_resumes(task, tmp_path)
   assert _latest_step(out) == saved + 16
 
 
+def test_early_stopping_stops_every_process_at_the_chiefs_step(task, tmp_path):
+  # 10 dev rows: accuracy has 11 values, so with patience 1 an evaluation without a strict
+  # improvement comes within 12 evaluations (step 24), long before the 160 steps of 20 epochs.
+  out = tmp_path / "out"
+  args = ("--do_train", "--num_train_epochs=20", "--eval_every_n_steps=2", "--keep_best",
+          "--best_metric=eval_accuracy", "--early_stopping_patience=1")
+  chief, worker = run_processes(_commands(task, out, _hosts(), *args), timeout=300)
+  assert chief.returncode == 0 and worker.returncode == 0, (chief.stderr[-2000:],
+                                                            worker.stderr[-2000:])
+  best_step = int(dict(line.split(" = ", 1) for line in
+                       (out / "best_results.txt").read_text().splitlines())["global_step"])
+  stop = best_step + 2
+  assert stop <= 24 and "Early stopping at step %d" % stop in chief.stderr
+  assert "Training done at step %d;" % stop in worker.stderr
+  for log in (chief.stderr, worker.stderr):
+    assert "Weights identical in all 2 processes at the end of training" in log
+  assert _latest_step(out) == stop
+  history = (out / "eval_history.tsv").read_text().splitlines()
+  assert [int(line.split("\t")[0]) for line in history[1:]] == list(range(2, stop + 1, 2))
+
+  # Relaunched: the chief's best_results.txt says stop, and every process learns it.
+  chief, worker = run_processes(_commands(task, out, _hosts(), *args), timeout=300)
+  assert chief.returncode == 0 and worker.returncode == 0, (chief.stderr[-2000:],
+                                                            worker.stderr[-2000:])
+  for log in (chief.stderr, worker.stderr):
+    assert "Training stopped early at step %d" % stop in log
+  assert _latest_step(out) == stop
+
+
 def test_processes_started_with_different_flags_are_refused(task, tmp_path):
   results = run_processes(_commands(task, tmp_path / "out", _hosts(), "--do_train",
                                     n_gpus=(1, 2)), timeout=200)
