@@ -47,6 +47,30 @@ def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_ste
   return learning_rate
 
 
+def global_norm(grads):
+  """The global norm of `grads`, each IndexedSlices counted as the dense gradient it stands for.
+
+  An embedding's gradient is an IndexedSlices with one row per token of the batch, so a token
+  seen k times has k rows, which the dense gradient sums. tf.global_norm (and so stock BERT's
+  tf.clip_by_global_norm) squares the rows apart, which misstates the norm: [CLS] alone is in
+  every row of the batch. Here the rows of each index are summed first, as the dense gradient
+  (and torch's clip_grad_norm_) has them; the slices stay sparse.
+
+  Args:
+    grads: list of gradient Tensors and IndexedSlices (no None).
+
+  Returns:
+    float32 scalar Tensor.
+  """
+  squares = []
+  for grad in grads:
+    if isinstance(grad, tf.IndexedSlices):
+      rows, position = tf.unique(grad.indices)
+      grad = tf.math.unsorted_segment_sum(grad.values, position, tf.shape(rows)[0])
+    squares.append(tf.reduce_sum(tf.square(tf.cast(grad, tf.float32))))
+  return tf.sqrt(tf.add_n(squares))
+
+
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False):
   """Stock entry: the train op for one `loss` (one tower). `use_tpu` is accepted and ignored."""
   del use_tpu  # No TPU support; kept so stock call sites work unchanged.
@@ -113,7 +137,8 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
     grads_and_vars = [(g, v) for (g, v) in grads_and_vars if g is not None]
     device = grads_and_vars[0][1].device if len(replica_grads_and_vars) > 1 else None
     with tf.device(device):
-      grads, norm = tf.clip_by_global_norm([g for g, _ in grads_and_vars], clip_norm=clip_norm)
+      grads = [g for g, _ in grads_and_vars]
+      grads, norm = tf.clip_by_global_norm(grads, clip_norm=clip_norm, use_norm=global_norm(grads))
     clipped.extend(zip(grads, [v for _, v in grads_and_vars]))
     norms.append(norm)
   opt.create_slots([v for _, v in clipped])

@@ -5,6 +5,7 @@ task's files exactly as run_classifier_mgpu.py's processors do."""
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -139,3 +140,33 @@ def test_side_by_side_table_gives_mean_accuracy_mcc_and_job_time():
   assert table[2].split()[-3:] == ["0.7100", "n/a", "510.0s"]
   assert finetune_side_by_side.job_line(jobs[0]) == (
       "dev accuracy 0.7000, MCC 0.200, job 400.0 s (load 0.50 -> 2.00)")
+
+
+def test_update_parity_both_sides_make_the_same_updates(tmp_path, capsys):
+  """A tiny random BERT (tanh GELU on both sides): 6 updates on the same batches agree."""
+  transformers = pytest.importorskip("transformers")
+  torch = pytest.importorskip("torch")
+  import update_parity  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(0)
+  words = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "is", "red"]
+  model_dir = tmp_path / "hf"
+  transformers.BertModel(transformers.BertConfig(
+      vocab_size=5 + len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+      intermediate_size=64, max_position_embeddings=32, hidden_act="gelu_new")).save_pretrained(
+          str(model_dir))
+  _write(model_dir / "vocab.txt", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words)
+  rng = np.random.RandomState(1)
+  data_dir = tmp_path / "cola"
+  data_dir.mkdir()
+  _write(data_dir / "train.tsv", ["src\t%d\t*\t%s" % (rng.randint(2), " ".join(
+      rng.choice(words, rng.randint(2, 9)))) for _ in range(24)])
+  update_parity.main(["--task=cola", "--data_dir=%s" % data_dir, "--model_dir=%s" % model_dir,
+                      "--steps=6", "--batch_size=4", "--max_seq_length=12",
+                      "--learning_rate=1e-3", "--num_train_steps=10", "--num_warmup_steps=2",
+                      "--threads=1"])
+  lines = capsys.readouterr().out.splitlines()
+  rows = [[float(x) for x in line.split()[1:]] for line in lines[1:7]]
+  assert len(rows) == 6 and rows[0][0] != rows[-1][0]  # it trained
+  # Clipped updates too: their global norm counts each embedding row once, as torch's does.
+  assert sum(norm > 1.0 for _, _, _, norm in rows) >= 1, lines
+  assert max(abs(ours - hf) for ours, hf, _, _ in rows) < 1e-5, lines

@@ -97,6 +97,12 @@ def test_hf_to_ours_to_hf_gives_the_same_tensors_bit_for_bit(tmp_path):
     back_config = json.load(f)
   assert back_config["architectures"] == ["BertModel"]
   assert back_config["hidden_act"] == "gelu_new"  # modeling.py's tanh GELU
+  # ... and back again: transformers' tanh GELU is modeling.py's "gelu".
+  proc = run_script("convert_hf_checkpoint.py", "--hf_model_dir=" + back,
+                    "--output_dir=" + str(tmp_path / "again"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with open(str(tmp_path / "again" / "bert_config.json")) as f:
+    assert json.load(f)["hidden_act"] == "gelu"
 
 
 def _save_checkpoint(output_dir, build_heads):

@@ -54,6 +54,23 @@ def test_gradients_are_clipped_to_global_norm_one():
   np.testing.assert_allclose(m, [0.1 * 0.6, 0.1 * 0.8], rtol=1e-5)
 
 
+def test_an_embedding_gradient_is_clipped_by_the_norm_of_its_dense_form():
+  # Token 2 twice in the batch: its two rows of the IndexedSlices add up in the dense gradient,
+  # [0, 0, (3, 4) + (3, 4)] = [0, 0, (6, 8)], norm 10 (tf.global_norm of the rows: 7.07).
+  with tf.Graph().as_default(), tf.Session() as sess:
+    table = tf.get_variable("word_embeddings", initializer=tf.zeros([3, 2]))
+    rows = tf.IndexedSlices(tf.constant([[3.0, 4.0], [3.0, 4.0]]), tf.constant([2, 2]),
+                            tf.constant([3, 2]))
+    assert abs(sess.run(optimization.global_norm([rows])) - 10.0) < 1e-5
+    assert abs(sess.run(tf.global_norm([rows])) - 50.0 ** 0.5) < 1e-5
+    train_op, _ = optimization.create_train_op_from_grads(
+        [(rows, table)], init_lr=0.1, num_train_steps=10, num_warmup_steps=0)
+    sess.run(tf.global_variables_initializer())
+    sess.run(train_op)
+    m = sess.run(tf.global_variables("word_embeddings/adam_m")[0])
+  np.testing.assert_allclose(m, [[0, 0], [0, 0], [0.1 * 0.6, 0.1 * 0.8]], rtol=1e-5)
+
+
 def test_stock_create_optimizer_trains_a_loss():
   with tf.Graph().as_default(), tf.Session() as sess:
     x = tf.get_variable("x", initializer=tf.constant(3.0))
