@@ -64,8 +64,8 @@ def fixed_batches(args, vocab_file):
       task, os.path.join(args.data_dir, "train.tsv"), False)
   rows = args.steps * args.batch_size
   if len(texts_a) < rows:
-    sys.exit("error: %s/train.tsv has %d rows; --steps x --batch_size needs %d" %
-             (args.data_dir, len(texts_a), rows))
+    _fail("%s/train.tsv has %d rows; --steps x --batch_size needs %d" %
+          (args.data_dir, len(texts_a), rows))
   tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=True)
   label_map = {label: i for i, label in enumerate(task.labels)}
   features = [classifier_data.convert_single_example(
@@ -148,11 +148,22 @@ def hf_losses(args, hf_dir, batches, init):
   return losses, norms
 
 
+def _fail(message):
+  sys.stderr.write("error: %s\n" % message)
+  sys.exit(2)
+
+
 def main(argv=None):
   args = parse_args(argv)
   import finetune_side_by_side  # pylint: disable=g-import-not-at-top
   import convert_hf_checkpoint  # pylint: disable=g-import-not-at-top
   hf_dir = args.model_dir or finetune_side_by_side.default_model_dir()
+  train_file = os.path.join(args.data_dir, "train.tsv")
+  if not os.path.isfile(train_file):
+    _fail("--data_dir=%s: no train.tsv" % args.data_dir)
+  for name in ("config.json", "model.safetensors", "vocab.txt"):
+    if not os.path.isfile(os.path.join(hf_dir, name)):
+      _fail("--model_dir=%s: no %s (expected a Hugging Face BERT directory)" % (hf_dir, name))
   with tempfile.TemporaryDirectory() as ours_dir:
     convert_hf_checkpoint.convert(hf_dir, ours_dir)
     batches = fixed_batches(args, os.path.join(ours_dir, "vocab.txt"))
