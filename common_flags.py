@@ -245,6 +245,13 @@ def check_periodic_eval_flags():
                          "--eval_every_n_steps) to keep a best checkpoint")
 
 
+def check_best_metric(metrics):
+  """Raises InputError unless --best_metric is one of `metrics` (what the script's eval gives)."""
+  if FLAGS.best_metric not in metrics:
+    raise cli.InputError("--best_metric=%s: expected one of %s" %
+                         (FLAGS.best_metric, ", ".join(metrics)))
+
+
 def periodic_eval(evaluate_fn):
   """A periodic_eval.PeriodicEval from the flags, or None without --eval_every_n_steps."""
   import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top

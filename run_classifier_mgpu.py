@@ -187,11 +187,8 @@ def main(_):
     examples["train"] = processor.get_train_examples(FLAGS.data_dir)
   label_list = processor.get_labels()
   evaluating = FLAGS.do_eval or FLAGS.eval_every_n_steps
-  metrics = classifier_metrics.metric_names(label_list)
-  if evaluating and FLAGS.best_metric not in metrics:
-    raise cli.InputError("--best_metric=%s: expected one of %s" %
-                         (FLAGS.best_metric, ", ".join(metrics)))
   if evaluating:
+    common_flags.check_best_metric(classifier_metrics.metric_names(label_list))
     examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
   if FLAGS.predict_file:
     examples["predict"] = predict_input.read(FLAGS.predict_file, FLAGS.predict_format,

@@ -297,9 +297,7 @@ def main(_):
   common_flags.require_output_dir()
   common_flags.parallel()  # first: a process that is not the chief writes to a scratch dir
   common_flags.check_periodic_eval_flags()
-  if FLAGS.best_metric not in rewrite_metrics.EVAL_METRICS:
-    raise cli.InputError("--best_metric=%s: expected one of %s" %
-                         (FLAGS.best_metric, ", ".join(rewrite_metrics.EVAL_METRICS)))
+  common_flags.check_best_metric(rewrite_metrics.EVAL_METRICS)
   pipeline = Pipeline()
   # Every input is read before training: a bad dev, test or rank row, or a run that does not
   # match the model already in --output_dir, stops the run in seconds.

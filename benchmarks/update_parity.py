@@ -164,9 +164,9 @@ def main(argv=None):
   for name in ("config.json", "model.safetensors", "vocab.txt"):
     if not os.path.isfile(os.path.join(hf_dir, name)):
       _fail("--model_dir=%s: no %s (expected a Hugging Face BERT directory)" % (hf_dir, name))
+  batches = fixed_batches(args, os.path.join(hf_dir, "vocab.txt"))  # before the conversion
   with tempfile.TemporaryDirectory() as ours_dir:
     convert_hf_checkpoint.convert(hf_dir, ours_dir)
-    batches = fixed_batches(args, os.path.join(ours_dir, "vocab.txt"))
     with open(os.path.join(ours_dir, "bert_config.json")) as f:
       hidden = json.load(f)["hidden_size"]
     init = classifier_init(len(hf_finetune.TASKS[args.task].labels), hidden)
