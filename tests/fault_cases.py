@@ -667,6 +667,9 @@ def all_cases():
            fragments=["--use_fp16"]),
       case("clf_malformed_float", CLF, _clf("--do_train", "--learning_rate=abc"),
            fragments=["--learning_rate=abc", "float"], check=nothing_written),
+      case("clf_unknown_best_metric", CLF, _clf("--do_train", "--eval_every_n_steps=2",
+                                                "--best_metric=accuracy"),
+           fragments=["--best_metric=accuracy", "eval_accuracy"], check=nothing_written),
       case("clf_misspelt_flag", CLF, _clf("--do_trian"), fragments=["do_trian", "do_train"]),
       case("clf_bad_task", CLF, lambda w, d: w.clf_args(out(d), "--do_train") +
            ["--task_name=nope"], fragments=["--task_name=nope"]),
