@@ -34,12 +34,12 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import cli
-import graph_features
-import graph_tokenizer
+from engine import cli
 import modeling
-import rewrite_data
-import rewrite_decoding
+from rewrite import data as rewrite_data
+from rewrite import decoding as rewrite_decoding
+from serving import graph_features
+from serving import graph_tokenizer
 
 FLAGS = flags.FLAGS
 

@@ -25,10 +25,10 @@ import time
 from absl import flags
 from absl import logging
 
-import atomic_files
-import cli
-from cli import InputError
+from core import atomic_files
+from core.errors import InputError
 import create_pretraining_data
+from engine import cli
 import tokenization
 
 FLAGS = flags.FLAGS

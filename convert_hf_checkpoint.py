@@ -9,7 +9,7 @@ weight/bias become gamma/beta. The reader parses safetensors itself (an 8-byte h
 JSON header, raw little-endian tensors), so neither torch nor the safetensors package is needed.
 """
 
-import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import json
 import os
@@ -22,7 +22,7 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import cli
+from engine import cli
 
 FLAGS = flags.FLAGS
 

@@ -32,10 +32,10 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import cli
+from engine import cli
+from engine import training
 import modeling
 import tokenization
-import training
 
 FLAGS = flags.FLAGS
 

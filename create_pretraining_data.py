@@ -2,7 +2,7 @@
 """Creates masked-LM / next-sentence TFRecords for BERT pretraining, streaming.
 
 Input: plain text, one sentence (or passage) per line, blank lines between documents, utf-8.
-Output: TFRecords in the stock google-research/bert layout (see pretraining_records.py), or
+Output: TFRecords in the stock google-research/bert layout (see pretraining/records.py), or
 unmasked records plus word boundaries for train-time masking (--dynamic_masking).
 
 Differences from stock create_pretraining_data.py, all so that memory stays bounded whatever
@@ -20,7 +20,7 @@ the corpus size:
   * A document needs at least 2 tokens to yield an instance (1 with --no_nsp); shorter ones
     are counted and logged, and a corpus with none long enough is an error.
   * --masked_lm_prob counts only maskable tokens, and random replacements never insert
-    special tokens (see masking.py, which also describes whole-word and n-gram masking).
+    special tokens (see pretraining/masking.py, which also describes whole-word and n-gram masking).
 Each chunk's random numbers come from (random_seed, chunk index, dupe index), so the output is
 byte-identical for a given seed whatever --num_workers is. TensorFlow is not needed: records
 are framed and serialized here (the tests read them back with TensorFlow).
@@ -43,12 +43,12 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-import atomic_files
-from cli import decode_line
-from cli import InputError
-from cli import run_main
-import masking
-import similar_words
+from core import atomic_files
+from core.errors import InputError
+from engine.cli import decode_line
+from engine.cli import run_main
+from pretraining import masking
+from pretraining import similar_words
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -121,13 +121,13 @@ _FLAG_SPECS = (
      "whole_word = all pieces of a word together (Chinese words need "
      "--chinese_word_segmenter); ngram = spans of 1..--max_ngram whole words with "
      "p(n) proportional to 1/n (MacBERT/SpanBERT). --do_whole_word_mask turns token into "
-     "whole_word. See masking.py for the 80/10/10 rule."),
+     "whole_word. See pretraining/masking.py for the 80/10/10 rule."),
     ("integer", "max_ngram", 3, "Longest span, in whole words, for --masking=ngram."),
     ("string", "masking_replacement", "mask",
      "What the 80% share of the selected words becomes, one of mask|similar: mask = [MASK] "
      "(stock); similar = a similar word with the same number of word pieces, from "
      "--similar_words_file, or a random word when it lists none (MacBERT's MLM as correction; "
-     "never the original). Works with every --masking; see masking.py."),
+     "never the original). Works with every --masking; see pretraining/masking.py."),
     ("string", "similar_words_file", None,
      "--masking_replacement=similar: utf-8 lines word<TAB>neighbour neighbour ... "
      "(build_similar_words.py makes one from your corpus with word2vec)."),

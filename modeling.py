@@ -31,7 +31,7 @@ import re
 import six
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
+from core.errors import InputError
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -43,7 +43,7 @@ _COMPUTE_DTYPES = [tf.float32]
 def compute_dtype_scope(dtype):
   """Every BertModel built inside computes its encoder in `dtype` (variables stay float32).
 
-  training.py wraps each tower in it for --use_fp16 / --use_bf16, so run scripts and heads need
+  engine/training.py wraps each tower in it for --use_fp16 / --use_bf16, so run scripts and heads need
   no precision argument.
 
   Args:

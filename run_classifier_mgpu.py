@@ -12,7 +12,7 @@ correlation `mcc`), test_results.tsv (class probabilities, stock) and predict.tx
 label string of each test example, one line per example, input order).
 """
 
-import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import os
 
@@ -21,14 +21,15 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import classifier_data
-import classifier_metrics
-import cli
-import common_flags
+from classifier import data as classifier_data
+from classifier import metrics as classifier_metrics
+from engine import cli
+from engine import common_flags
+from engine import predict_input
+from engine import training
 import modeling
-import predict_input
-import saved_model_export
-import training
+from serving import saved_model_export
+import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -50,7 +51,7 @@ flags.DEFINE_string("data_dir", None,
 flags.DEFINE_string("task_name", None,
                     "The task: xnli, mnli, mrpc, cola (stock formats) or tsv (your own "
                     "text<TAB>label or text_a<TAB>text_b<TAB>label files).")
-flags.DEFINE_enum("truncation", "head", list(classifier_data.TRUNCATION_MODES),
+flags.DEFINE_enum("truncation", "head", list(tokenization.TRUNCATION_MODES),
                   "How to shorten texts longer than max_seq_length: head keeps the start, tail "
                   "the end, head_tail the first 128 and the last max_seq_length-130 tokens.")
 flags.DEFINE_integer("text_a_column", None, "tsv task: 0-based column of the (first) text.")

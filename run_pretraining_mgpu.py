@@ -21,12 +21,12 @@ predict.txt (each masked position's original and predicted token, one line per e
 input order). --do_eval and --do_predict use --eval_batch_size per tower.
 
 --objective=electra trains replaced-token detection on the same records instead (ELECTRA; see
-electra_model.py): a small generator samples replacements for the masked tokens and the model
+pretraining/electra_model.py): a small generator samples replacements for the masked tokens and the model
 learns, for every token, whether it was replaced; export/ then holds that model (the
 discriminator) with stock names, export/generator/ the generator.
 """
 
-import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import itertools
 import os
@@ -36,17 +36,17 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import cli
-import common_flags
-import electra_model
-import electra_pretraining
-import input_pipeline
-import masking
+from engine import cli
+from engine import common_flags
+from engine import input_pipeline
+from engine import training
+from heads import pretraining as pretraining_model
 import modeling
-import pretraining_model
-import pretraining_records
-import similar_words
-import training
+from pretraining import electra as electra_pretraining
+from pretraining import electra_model
+from pretraining import masking
+from pretraining import records as pretraining_records
+from pretraining import similar_words
 
 FLAGS = flags.FLAGS
 

@@ -10,8 +10,8 @@ Fine-tune, evaluate and predict (stock run_classifier.py flags + --n_gpus):
 
 --data_dir holds train.tsv, dev.tsv and test.tsv with rows `source<TAB>target`
 (`--column_order=target_source` for files such as LCSTS's `summary<TAB>content`); test rows may
-hold the source alone. The model is rewrite_model.py (one BERT, UniLM seq2seq attention mask,
-stock MLM head); decoding is rewrite_decoding.py (in-graph greedy/beam search with a key/value
+hold the source alone. The model is rewrite/model.py (one BERT, UniLM seq2seq attention mask,
+stock MLM head); decoding is rewrite/decoding.py (in-graph greedy/beam search with a key/value
 cache).
 
 Outputs in --output_dir: checkpoints (a re-run resumes from the latest), TensorBoard summaries,
@@ -25,7 +25,7 @@ candidate is scored by its mean log-probability per target token (its [SEP] incl
 rank.txt gets, per row, `candidate<TAB>score` pairs best first.
 
 Rewrite pretraining (--do_pretrain_rewrite --corpus_file=a.txt,b.txt): self-supervised pairs
-import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 from plain text (continue a passage cut at a random point; regenerate a [MASK]ed span), trained
 like fine-tuning. The result is exported as a Google-style checkpoint with the model variables
@@ -41,16 +41,16 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import cli
-import common_flags
-import input_pipeline
-import predict_input
-import rewrite_data
-import rewrite_decoding
-import rewrite_metrics
-import rewrite_model
-import saved_model_export
-import training
+from engine import cli
+from engine import common_flags
+from engine import input_pipeline
+from engine import predict_input
+from engine import training
+from rewrite import data as rewrite_data
+from rewrite import decoding as rewrite_decoding
+from rewrite import metrics as rewrite_metrics
+from rewrite import model as rewrite_model
+from serving import saved_model_export
 
 FLAGS = flags.FLAGS
 

@@ -19,7 +19,7 @@ import os
 import re
 import unicodedata
 
-from cli import InputError
+from core.errors import InputError
 
 
 # Model names (the directory that holds `bert_model.ckpt`) of the checkpoints
@@ -450,6 +450,77 @@ class WordpieceTokenizer(object):
       else:
         output_tokens.extend(pieces)
     return output_tokens
+
+
+# Truncation of token lists: the classifier's features and their in-graph copy (serving/).
+TRUNCATION_MODES = ("head", "tail", "head_tail")
+# head_tail keeps this many tokens from the start of a long text (and the rest from its end).
+HEAD_TAIL_HEAD_TOKENS = 128
+# SentencePiece's word-start mark.
+SPM_WORD_START = u"\u2581"
+
+
+def truncate_tokens(tokens, budget, mode):
+  """Shortens `tokens` to at most `budget` tokens.
+
+  Args:
+    tokens: list of WordPiece tokens.
+    budget: maximum length.
+    mode: "head" keeps the start, "tail" keeps the end, "head_tail" keeps the first 128 tokens
+      and the last budget-128 (for max_seq_length 512: 128 + 382, "How to Fine-Tune BERT for
+      Text Classification").
+
+  Returns:
+    (tokens, was_truncated).
+  """
+  if len(tokens) <= budget:
+    return tokens, False
+  if mode == "head":
+    return tokens[:budget], True
+  if mode == "tail":
+    return tokens[len(tokens) - budget:], True
+  head = min(HEAD_TAIL_HEAD_TOKENS, budget)
+  tail = budget - head
+  return tokens[:head] + (tokens[len(tokens) - tail:] if tail else []), True
+
+
+def pair_budgets(len_a, len_b, budget):
+  """Lengths for a pair after stock truncation (shorten the longer one first)."""
+  while len_a + len_b > budget:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b
+
+
+def is_spaced_script_char(char):
+  """Whether words of this character's script are separated by spaces (Latin, digits, ...).
+
+  CJK text (U+2E80 and above) is written without spaces, and punctuation attaches directly.
+  """
+  return ord(char) < 0x2E80 and char.isalnum()
+
+
+def detokenize(tokens):
+  """Joins WordPiece (or SentencePiece) tokens into text.
+
+  WordPiece: `##` pieces merge into the previous token; CJK characters and punctuation join
+  without spaces; a space separates two neighbouring words of spaced scripts ("new york").
+  SentencePiece pieces (recognised by the word-start mark U+2581) are concatenated with the
+  mark turned into a space. Special tokens ([SEP], [PAD], ...) should be removed by the caller.
+  """
+  if any(token.startswith(SPM_WORD_START) for token in tokens):
+    return "".join(tokens).replace(SPM_WORD_START, " ").strip()
+  text = ""
+  for token in tokens:
+    if token.startswith("##") and len(token) > 2:
+      text += token[2:]
+    elif text and is_spaced_script_char(text[-1]) and is_spaced_script_char(token[0]):
+      text += " " + token
+    else:
+      text += token
+  return text.strip()
 
 
 def _load_sentencepiece(model_file):

@@ -1,7 +1,7 @@
 """In-graph replication: one model graph per tower, on one host or several.
 
 This is the public front of the parallel engine and the only module the rest of the project
-asks about devices: run scripts and training.py call `parallel_spec`, `build_towers`,
+asks about devices: run scripts and engine/training.py call `parallel_spec`, `build_towers`,
 `session_config` and `new_session`, and never name a device, a worker count or a strategy.
 
 Devices. Tower i runs on GPU (i mod G), where G is the number of GPUs TensorFlow sees (those listed
@@ -48,8 +48,7 @@ import os
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
-import input_pipeline
+from core.errors import InputError
 import modeling
 from parallel import accumulation
 from parallel import cluster as cluster_lib
@@ -224,8 +223,8 @@ def input_device(spec):
 
 
 def input_shard(spec):
-  """The input_pipeline.Shard of the training data this process reads."""
-  return input_pipeline.Shard(spec.cluster.rank, spec.cluster.num_workers)
+  """The parallel.cluster.Shard of the training data this process reads."""
+  return cluster_lib.Shard(spec.cluster.rank, spec.cluster.num_workers)
 
 
 def join_processes(spec, must_agree, from_chief):

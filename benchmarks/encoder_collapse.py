@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tf_env  # pylint: disable=unused-import,g-import-not-at-top
+from engine import tf_env  # pylint: disable=unused-import,g-import-not-at-top
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top

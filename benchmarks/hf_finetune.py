@@ -32,7 +32,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import classifier_metrics  # pylint: disable=g-import-not-at-top,wrong-import-position
+from classifier import metrics as classifier_metrics  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # The layout of each task's files. text_a/text_b/label are 0-based columns; test_* the same for
 # test.tsv (None: the task has no test file here). labels: in the order of run_classifier_mgpu.py's

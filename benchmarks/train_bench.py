@@ -59,10 +59,10 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 import machine
+from engine import training
 import modeling
 import run_classifier_mgpu
 import tower_utils
-import training
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 _COMMON = {"hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,

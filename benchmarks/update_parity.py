@@ -57,7 +57,7 @@ def parse_args(argv=None):
 def fixed_batches(args, vocab_file):
   """[(input_ids, input_mask, segment_ids, label_ids)] numpy int32 [batch, seq], one per step:
   the first rows of train.tsv, read and converted as run_classifier_mgpu.py does."""
-  import classifier_data  # pylint: disable=g-import-not-at-top
+  from classifier import data as classifier_data  # pylint: disable=g-import-not-at-top
   import tokenization  # pylint: disable=g-import-not-at-top
   task = hf_finetune.TASKS[args.task]
   texts_a, texts_b, labels = hf_finetune.read_split(

@@ -38,10 +38,15 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 from tensorflow.python.ops import collective_ops  # pylint: disable=g-direct-tensorflow-import
 
-from cli import InputError
+from core.errors import InputError
 from parallel import collective
 
 Task = collections.namedtuple("Task", ["job", "index", "address"])
+
+
+# Which part of the training data a process reads: shard `index` of `count` (one per process).
+Shard = collections.namedtuple("Shard", ["index", "count"])
+WHOLE = Shard(0, 1)
 
 
 class Cluster(object):

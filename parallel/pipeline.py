@@ -38,7 +38,7 @@ import functools
 
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
+from core.errors import InputError
 
 _VARIABLE_OP_TYPES = frozenset(["Variable", "VariableV2", "VarHandleOp", "AutoReloadVariable"])
 _GATHER_OP_TYPES = frozenset(["GatherV2", "ResourceGather"])

@@ -17,8 +17,8 @@ from absl import flags
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import rewrite_data  # pylint: disable=g-import-not-at-top,wrong-import-position
-import rewrite_metrics  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rewrite import data as rewrite_data  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rewrite import metrics as rewrite_metrics  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 flags.DEFINE_string("data_file", None, "A TSV of source/target rows (see run_rewrite_finetune).")
 flags.DEFINE_enum("column_order", "source_target", list(rewrite_data.COLUMN_ORDERS),

@@ -23,10 +23,10 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from engine import training
 import modeling
 from parallel import cluster as cluster_lib
 import tower_utils
-import training
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,

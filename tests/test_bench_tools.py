@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
 
-import classifier_data  # pylint: disable=g-import-not-at-top,wrong-import-position
+from classifier import data as classifier_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 import hf_finetune  # pylint: disable=g-import-not-at-top,wrong-import-position
 import isa_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position

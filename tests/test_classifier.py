@@ -6,9 +6,9 @@ import re
 import numpy as np
 import pytest
 
-from cli import InputError
-import classifier_data
-import classifier_metrics
+from classifier import data as classifier_data
+from classifier import metrics as classifier_metrics
+from core.errors import InputError
 import tokenization
 from script_runner import CHINESE_VOCAB, assert_one_line_error, run_script, \
     write_tiny_bert_config
@@ -237,12 +237,12 @@ def test_predict_only_without_labels_file_is_a_clear_error(tmp_path):
 
 def test_truncation_modes():
   tokens = [str(i) for i in range(300)]
-  assert classifier_data.truncate_tokens(tokens, 10, "head") == (tokens[:10], True)
-  assert classifier_data.truncate_tokens(tokens, 10, "tail") == (tokens[-10:], True)
-  kept, cut = classifier_data.truncate_tokens(tokens, 510, "head")
+  assert tokenization.truncate_tokens(tokens, 10, "head") == (tokens[:10], True)
+  assert tokenization.truncate_tokens(tokens, 10, "tail") == (tokens[-10:], True)
+  kept, cut = tokenization.truncate_tokens(tokens, 510, "head")
   assert kept == tokens and not cut
   # max_seq_length=200: budget 198 = first 128 + last 70 (= max_seq_length - 130).
-  kept, cut = classifier_data.truncate_tokens(tokens, 198, "head_tail")
+  kept, cut = tokenization.truncate_tokens(tokens, 198, "head_tail")
   assert cut and kept == tokens[:128] + tokens[-70:]
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cli import InputError
+from core.errors import InputError
 from parallel import cluster
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from heads import pretraining as pretraining_model
 import modeling
-import pretraining_model
 import run_classifier_mgpu
 import tokenization
 from script_runner import ENGLISH_VOCAB, assert_one_line_error, run_script, \

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Tests for create_pretraining_data.py and pretraining_records.py, on small generated corpora."""
+"""Tests for create_pretraining_data.py and pretraining/records.py, on small generated corpora."""
 
 import collections
 import os
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
+from core.errors import InputError
 import create_pretraining_data as cpd
-import masking
-import pretraining_records
+from pretraining import masking
+from pretraining import records as pretraining_records
 import tokenization
 from script_runner import assert_one_line_error, run_script
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
+from core.errors import InputError
 import create_pretraining_data
-import electra_model
-import electra_pretraining
 import modeling
+from pretraining import electra as electra_pretraining
+from pretraining import electra_model
 import pretraining_helpers
 import run_pretraining_mgpu
 from script_runner import run_script

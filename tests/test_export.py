@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import classifier_data
-import graph_features
-import graph_tokenizer
-import rewrite_data
+from classifier import data as classifier_data
+from rewrite import data as rewrite_data
+from serving import graph_features
+from serving import graph_tokenizer
 import tokenization
 from script_runner import CHINESE_VOCAB, ENGLISH_VOCAB, assert_one_line_error, run_script, \
     write_tiny_bert_config
@@ -303,7 +303,7 @@ def test_graph_packing_matches_classifier_data_for_every_truncation_mode():
   rng = np.random.RandomState(1)
   words = ["the", "unaffable", "hotel", "中", ",", "staff", "ok"]
   texts = [" ".join(rng.choice(words, size=rng.randint(0, 200))) for _ in range(40)]
-  cases = [(mode, pair, length) for mode in classifier_data.TRUNCATION_MODES
+  cases = [(mode, pair, length) for mode in tokenization.TRUNCATION_MODES
            for pair in (False, True) for length in (8, 140, 300)]
 
   def build():
@@ -329,7 +329,7 @@ def test_pair_budgets_closed_form_equals_the_stock_loop():
       tf.constant([p[0] for p in pairs], tf.int64), tf.constant([p[1] for p in pairs], tf.int64),
       tf.constant([p[2] for p in pairs], tf.int64)))))
   assert list(zip(graph["a"], graph["b"])) == [
-      classifier_data._pair_budgets(a, b, s) for a, b, s in pairs]  # pylint: disable=protected-access
+      tokenization.pair_budgets(a, b, s) for a, b, s in pairs]
 
 
 # The one input class where the graph and Python differ (README, "Tokenizer differences").

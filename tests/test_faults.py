@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-import cli
+from engine import cli
 import fault_cases
 
 CASES = fault_cases.all_cases()

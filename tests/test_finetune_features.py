@@ -1,5 +1,5 @@
 """Fine-tuning conveniences: evaluation during training and the best checkpoint
-(periodic_eval.py), early stopping, --predict_file (TSV, plain text, stdin), --num_train_steps."""
+(engine/periodic_eval.py), early stopping, --predict_file (TSV, plain text, stdin), --num_train_steps."""
 
 import io
 import os
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
-import classifier_data
-import common_flags
-import periodic_eval
-import predict_input
-import training
+from classifier import data as classifier_data
+from core.errors import InputError
+from engine import common_flags
+from engine import periodic_eval
+from engine import predict_input
+from engine import training
 from script_runner import CHINESE_VOCAB, run_script, \
     write_tiny_bert_config
 from test_classifier import _make_task

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import input_pipeline
+from engine import input_pipeline
+from engine import training
 import modeling
 import run_classifier_mgpu
 import tower_utils
-import training
 
 MAX_SEQ = 32
 SPEC = {"input_ids": tf.io.FixedLenFeature([MAX_SEQ], tf.int64),

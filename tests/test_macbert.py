@@ -11,10 +11,10 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import build_similar_words
-from cli import InputError
+from core.errors import InputError
 import create_pretraining_data
-import masking
-import similar_words
+from pretraining import masking
+from pretraining import similar_words
 import tokenization
 
 # Word pieces: "un ##able" style English plus CJK characters, so words have 1 to 3 pieces.

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Tests for masking.py: budgets, the 80/10/10 rule, word and n-gram integrity, batches."""
+"""Tests for pretraining/masking.py: budgets, the 80/10/10 rule, word and n-gram integrity, batches."""
 
 import collections
 import os
@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from cli import InputError
-import masking
+from core.errors import InputError
+from pretraining import masking
 import tokenization
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
+from core.errors import InputError
+from engine import training
 import modeling
-import training
 
 CONFIG = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
               intermediate_size=24, hidden_act="gelu", hidden_dropout_prob=0.1,

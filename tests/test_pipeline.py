@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import cli
+from engine import cli
 import modeling
 import optimization
 from parallel import cluster as cluster_lib

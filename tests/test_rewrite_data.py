@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from cli import InputError
-import rewrite_data
+from core.errors import InputError
+from rewrite import data as rewrite_data
 import tokenization
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "今", "天", "好", "new", "york",
@@ -95,11 +95,11 @@ def test_write_pairs_counts_truncations(tokenizer, tmp_path, caplog):
 
 
 def test_detokenize():
-  assert rewrite_data.detokenize(["今", "天", "，", "好"]) == "今天，好"
-  assert rewrite_data.detokenize(["new", "york", "##er", "今"]) == "new yorker今"
-  assert rewrite_data.detokenize(["3", ".", "5"]) == "3.5"
-  assert rewrite_data.detokenize(["\u2581new", "\u2581york", "er"]) == "new yorker"
-  assert rewrite_data.detokenize([]) == ""
+  assert tokenization.detokenize(["今", "天", "，", "好"]) == "今天，好"
+  assert tokenization.detokenize(["new", "york", "##er", "今"]) == "new yorker今"
+  assert tokenization.detokenize(["3", ".", "5"]) == "3.5"
+  assert tokenization.detokenize(["\u2581new", "\u2581york", "er"]) == "new yorker"
+  assert tokenization.detokenize([]) == ""
 
 
 def test_ids_to_text(tokenizer):

@@ -5,8 +5,8 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import modeling
-import rewrite_decoding
-import rewrite_model
+from rewrite import decoding as rewrite_decoding
+from rewrite import model as rewrite_model
 
 VOCAB_SIZE = 40
 SEQ_LENGTH = 18

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-import rewrite_metrics
+from rewrite import metrics as rewrite_metrics
 
 
 def test_bleu_single_sentence_with_brevity_penalty():

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 import modeling
-import rewrite_model
+from rewrite import model as rewrite_model
 
 SEQ_LENGTH = 9
 MAX_TARGET = 3

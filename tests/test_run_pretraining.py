@@ -1,4 +1,4 @@
-"""run_pretraining_mgpu.py and pretraining_model.py: heads, tower equivalence, dynamic masking,
+"""run_pretraining_mgpu.py and heads/pretraining.py: heads, tower equivalence, dynamic masking,
 and the real script end to end (train, resume, eval, predict, errors) on tiny data."""
 
 import os
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
+from core.errors import InputError
 import create_pretraining_data
-import input_pipeline
-import masking
+from engine import input_pipeline
+from heads import pretraining as pretraining_model
 import modeling
-import pretraining_model
-import pretraining_records
+from pretraining import masking
+from pretraining import records as pretraining_records
 import run_pretraining_mgpu
 import pretraining_helpers
 from script_runner import run_script

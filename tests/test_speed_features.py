@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
-import common_flags
+from core.errors import InputError
+from engine import common_flags
+from engine import training
 import modeling
 import optimization
 from parallel import collective
 import tower_utils
-import training
 from test_towers import CONFIG, _data, _tower_fn
 
 FLAGS = flags.FLAGS

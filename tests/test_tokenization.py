@@ -15,8 +15,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from core.errors import InputError  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tokenization  # pylint: disable=g-import-not-at-top,wrong-import-position
-from cli import InputError  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 VOCAB_DIR = os.path.join(os.path.dirname(__file__), "..", "vocab")
 CHINESE_VOCAB = os.path.join(VOCAB_DIR, "chinese_vocab.txt")

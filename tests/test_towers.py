@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
-import input_pipeline
+from core.errors import InputError
+from engine import input_pipeline
+from engine import training
 import modeling
 import optimization
 import tower_utils
-import training
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
                              num_attention_heads=4, intermediate_size=32,

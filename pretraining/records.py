@@ -15,8 +15,8 @@ All features are int64 except masked_lm_weights (float32).
 
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
-import input_pipeline
+from core.errors import InputError
+from engine import input_pipeline
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 STATIC_MASK_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")

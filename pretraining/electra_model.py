@@ -30,8 +30,8 @@ import copy
 
 import tensorflow.compat.v1 as tf
 
+from heads import pretraining as pretraining_model
 import modeling
-import pretraining_model
 
 DEFAULT_GENERATOR_HIDDEN_RATIO = 0.25  # ELECTRA-small's generator is 1/4 of the width.
 DEFAULT_DISC_WEIGHT = 50.0

@@ -14,8 +14,8 @@ import tempfile
 
 from absl import logging
 
-import cli
-from cli import InputError
+from core.errors import InputError
+from engine import cli
 
 FORMATS = ("auto", "tsv", "text")
 STDIN = "-"

@@ -7,7 +7,8 @@ import struct
 
 import tensorflow.compat.v1 as tf
 
-from cli import InputError
+from core.errors import InputError
+from parallel import cluster
 
 
 def decode_record(record, name_to_features):
@@ -30,9 +31,8 @@ def _int64_to_int32(example):
           for name, t in example.items()}
 
 
-# Which part of the training data a process reads: shard `index` of `count` (one per process).
-Shard = collections.namedtuple("Shard", ["index", "count"])
-WHOLE = Shard(0, 1)
+Shard = cluster.Shard  # Re-exported: the data shard of one process.
+WHOLE = cluster.WHOLE
 
 
 def record_dataset(input_files, name_to_features, batch_size, is_training, seed=0,

@@ -19,8 +19,8 @@ This module does not import TensorFlow (create_pretraining_data.py runs without 
 
 import numpy as np
 
-from cli import InputError
-import cli
+from core.errors import InputError
+from engine import cli
 
 # How many times a random replacement is redrawn when it equals the original word.
 _REDRAWS = 16

@@ -23,8 +23,8 @@ import shutil
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import atomic_files
-from cli import InputError
+from core import atomic_files
+from core.errors import InputError
 
 BEST_DIR = "best"
 BEST_RESULTS = "best_results.txt"
@@ -54,7 +54,7 @@ def read_results(path):
 
 def best_checkpoint(output_dir):
   """The checkpoint kept by --keep_best (output_dir/best/model.ckpt-N), or InputError."""
-  import training  # pylint: disable=g-import-not-at-top  (training imports this module)
+  from engine import training  # pylint: disable=g-import-not-at-top  (training imports this module)
   found = training.latest_checkpoint(os.path.join(output_dir, BEST_DIR))
   if not found:
     raise InputError("--use_best_checkpoint: %s holds no checkpoint; train with "

@@ -1,11 +1,11 @@
 """BERT as a sequence-to-sequence rewriter (UniLM, Dong et al. 2019): mask, labels, loss.
 
 One sequence `[CLS] source [SEP] target [SEP]` (segment ids 0 for the source part, 1 for the
-target part, see rewrite_data.py) runs through an unchanged BertModel under the UniLM seq2seq
+target part, see rewrite/data.py) runs through an unchanged BertModel under the UniLM seq2seq
 attention mask: source tokens see the whole source, target tokens see the source plus the
 earlier target tokens and themselves. Nothing else about the model changes, so any Google BERT
 checkpoint is a starting point, and the output layer is the stock masked-LM head
-`cls/predictions` (tied to the word embeddings, see pretraining_model.py).
+`cls/predictions` (tied to the word embeddings, see heads/pretraining.py).
 
 Training objective: next-token prediction. The output at each position predicts the token
 after it, over the target only: the source's final [SEP] predicts the first target token, each
@@ -20,8 +20,8 @@ import collections
 
 import tensorflow.compat.v1 as tf
 
+from heads import pretraining as pretraining_model
 import modeling
-import pretraining_model
 
 RewriteOutputs = collections.namedtuple("RewriteOutputs", [
     "loss",  # scalar: mean negative log-likelihood per target token

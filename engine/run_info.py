@@ -10,8 +10,8 @@ is a one-line error naming it, instead of a model silently fed other ids or labe
 import json
 import os
 
-import atomic_files
-from cli import InputError
+from core import atomic_files
+from core.errors import InputError
 
 FILE_NAME = "run_info.json"
 FORMAT_VERSION = 1

@@ -10,7 +10,7 @@ import collections
 
 import tensorflow as tf
 
-import classifier_data
+import tokenization
 
 
 class Segment(collections.namedtuple("Segment", ["values", "rows", "columns", "lengths"])):
@@ -19,12 +19,12 @@ class Segment(collections.namedtuple("Segment", ["values", "rows", "columns", "l
 
 
 def truncate(tokens, budgets, mode):
-  """classifier_data.truncate_tokens on every row, as flat lists of the tokens kept.
+  """tokenization.truncate_tokens on every row, as flat lists of the tokens kept.
 
   Args:
     tokens: int64 RaggedTensor [batch, (length)].
     budgets: int64 [batch], the most tokens each row may keep.
-    mode: one of classifier_data.TRUNCATION_MODES.
+    mode: one of tokenization.TRUNCATION_MODES.
 
   Returns:
     a Segment of the kept tokens.
@@ -38,7 +38,7 @@ def truncate(tokens, budgets, mode):
   if mode == "tail":
     head = tf.zeros_like(budget)
   elif mode == "head_tail":
-    head = tf.minimum(budget, classifier_data.HEAD_TAIL_HEAD_TOKENS)
+    head = tf.minimum(budget, tokenization.HEAD_TAIL_HEAD_TOKENS)
   in_head = (length <= budget) | (index < head)
   keep = in_head | (index >= length - (budget - head))
   # A kept token of the tail part moves up by the tokens cut out before it.
@@ -56,7 +56,7 @@ def _special(token_id, batch):
 
 
 def pair_budgets(len_a, len_b, budget):
-  """classifier_data._pair_budgets in closed form: the longer text loses tokens first.
+  """tokenization.pair_budgets in closed form: the longer text loses tokens first.
 
   Args:
     len_a, len_b: int64 [batch] token counts.
@@ -104,7 +104,7 @@ def classifier_inputs(ids_a, ids_b, cls_id, sep_id, max_seq_length, mode):
     ids_b: the same for the second texts, or None.
     cls_id, sep_id: ids of [CLS] and [SEP].
     max_seq_length: the model's sequence length.
-    mode: one of classifier_data.TRUNCATION_MODES.
+    mode: one of tokenization.TRUNCATION_MODES.
 
   Returns:
     dict input_ids, input_mask, segment_ids: int32 [batch, max_seq_length].

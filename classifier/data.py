@@ -11,18 +11,15 @@ import os
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import atomic_files
-import cli
-from cli import InputError
-import input_pipeline
+from core import atomic_files
+from core.errors import InputError
+from engine import cli
+from engine import input_pipeline
 import tokenization
 
 LABELS_FILE = "labels.txt"
 # Bumped whenever the feature layout changes, so old caches are not reused.
 FEATURES_FORMAT = "classifier-features-v2"
-TRUNCATION_MODES = ("head", "tail", "head_tail")
-# head_tail keeps this many tokens from the start of a long text (and the rest from its end).
-HEAD_TAIL_HEAD_TOKENS = 128
 
 
 class InputExample(object):
@@ -358,40 +355,6 @@ def text_example(line_number, text):
   return InputExample("predict-%d" % line_number, tokenization.convert_to_unicode(text))
 
 
-def truncate_tokens(tokens, budget, mode):
-  """Shortens `tokens` to at most `budget` tokens.
-
-  Args:
-    tokens: list of WordPiece tokens.
-    budget: maximum length.
-    mode: "head" keeps the start, "tail" keeps the end, "head_tail" keeps the first 128 tokens
-      and the last budget-128 (for max_seq_length 512: 128 + 382, "How to Fine-Tune BERT for
-      Text Classification").
-
-  Returns:
-    (tokens, was_truncated).
-  """
-  if len(tokens) <= budget:
-    return tokens, False
-  if mode == "head":
-    return tokens[:budget], True
-  if mode == "tail":
-    return tokens[len(tokens) - budget:], True
-  head = min(HEAD_TAIL_HEAD_TOKENS, budget)
-  tail = budget - head
-  return tokens[:head] + (tokens[len(tokens) - tail:] if tail else []), True
-
-
-def _pair_budgets(len_a, len_b, budget):
-  """Lengths for a pair after stock truncation (shorten the longer one first)."""
-  while len_a + len_b > budget:
-    if len_a > len_b:
-      len_a -= 1
-    else:
-      len_b -= 1
-  return len_a, len_b
-
-
 def convert_single_example(example, label_map, max_seq_length, tokenizer, truncation="head",
                            source="", need_label=True):
   """Converts an InputExample to InputFeatures: [CLS] a [SEP] (b [SEP]), padded.
@@ -401,7 +364,7 @@ def convert_single_example(example, label_map, max_seq_length, tokenizer, trunca
     label_map: dict label string -> id.
     max_seq_length: total length after padding.
     tokenizer: FullTokenizer.
-    truncation: one of TRUNCATION_MODES.
+    truncation: one of tokenization.TRUNCATION_MODES.
     source: "file" for error messages about unknown labels.
     need_label: the label must be in label_map (train/dev); else it may be absent (test).
 
@@ -411,11 +374,11 @@ def convert_single_example(example, label_map, max_seq_length, tokenizer, trunca
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
   if tokens_b is None:
-    tokens_a, truncated = truncate_tokens(tokens_a, max_seq_length - 2, truncation)
+    tokens_a, truncated = tokenization.truncate_tokens(tokens_a, max_seq_length - 2, truncation)
   else:
-    budget_a, budget_b = _pair_budgets(len(tokens_a), len(tokens_b), max_seq_length - 3)
-    tokens_a, cut_a = truncate_tokens(tokens_a, budget_a, truncation)
-    tokens_b, cut_b = truncate_tokens(tokens_b, budget_b, truncation)
+    budget_a, budget_b = tokenization.pair_budgets(len(tokens_a), len(tokens_b), max_seq_length - 3)
+    tokens_a, cut_a = tokenization.truncate_tokens(tokens_a, budget_a, truncation)
+    tokens_b, cut_b = tokenization.truncate_tokens(tokens_b, budget_b, truncation)
     truncated = cut_a or cut_b
 
   tokens = ["[CLS]"] + tokens_a + ["[SEP]"]

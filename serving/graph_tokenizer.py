@@ -25,7 +25,6 @@ import unicodedata
 
 import tensorflow as tf
 
-import rewrite_data
 import tokenization
 
 # The last Unicode code point; surrogates (U+D800-U+DFFF) are not characters and are skipped.
@@ -113,7 +112,7 @@ class GraphTokenizer(tf.Module):
     self._cjk = _regex_class(_is_cjk)
     self._split = _regex_class(str.isspace)  # str.split() separators (whitespace_tokenize)
     self._punctuation = _regex_class(tokenization._is_punctuation)  # pylint: disable=protected-access
-    self._spaced_script = _regex_class(rewrite_data._is_spaced_script_char)  # pylint: disable=protected-access
+    self._spaced_script = _regex_class(tokenization.is_spaced_script_char)
     if do_lower_case:
       self._accent_table = tf.lookup.StaticHashTable(
           tf.lookup.KeyValueTensorInitializer(*_accent_pairs()), _UNMAPPED)

@@ -20,17 +20,17 @@ import glob
 from absl import logging
 import tensorflow.compat.v1 as tf
 
-import atomic_files
-import cli
-from cli import InputError
-import input_pipeline
+from core import atomic_files
+from core.errors import InputError
+from engine import cli
+from engine import input_pipeline
+import tokenization
 
 # Bumped whenever the packing changes, so old cached records are not reused.
 RECORD_FORMAT = "rewrite-records-v1"
 COLUMN_ORDERS = ("source_target", "target_source")
 PRETRAIN_TASKS = ("continue", "span")
 # SentencePiece marks the start of a word with this character.
-_SPM_WORD_START = u"\u2581"
 
 RewriteRow = collections.namedtuple("RewriteRow", ["line_number", "source", "target"])
 
@@ -209,41 +209,12 @@ def tokenize_rows(tokenizer, rows, with_targets=True):
     yield tokenizer.tokenize(row.source), target
 
 
-def _is_spaced_script_char(char):
-  """Whether words of this character's script are separated by spaces (Latin, digits, ...).
-
-  CJK text (U+2E80 and above) is written without spaces, and punctuation attaches directly.
-  """
-  return ord(char) < 0x2E80 and char.isalnum()
-
-
-def detokenize(tokens):
-  """Joins WordPiece (or SentencePiece) tokens into text.
-
-  WordPiece: `##` pieces merge into the previous token; CJK characters and punctuation join
-  without spaces; a space separates two neighbouring words of spaced scripts ("new york").
-  SentencePiece pieces (recognised by the word-start mark U+2581) are concatenated with the
-  mark turned into a space. Special tokens ([SEP], [PAD], ...) should be removed by the caller.
-  """
-  if any(token.startswith(_SPM_WORD_START) for token in tokens):
-    return "".join(tokens).replace(_SPM_WORD_START, " ").strip()
-  text = ""
-  for token in tokens:
-    if token.startswith("##") and len(token) > 2:
-      text += token[2:]
-    elif text and _is_spaced_script_char(text[-1]) and _is_spaced_script_char(token[0]):
-      text += " " + token
-    else:
-      text += token
-  return text.strip()
-
-
 def ids_to_text(tokenizer, ids, sep_id):
   """Decoder output ids -> text: cut at the first [SEP], drop padding (0), detokenize."""
   ids = [int(i) for i in ids]
   if sep_id in ids:
     ids = ids[:ids.index(sep_id)]
-  return detokenize(tokenizer.convert_ids_to_tokens([i for i in ids if i != 0]))
+  return tokenization.detokenize(tokenizer.convert_ids_to_tokens([i for i in ids if i != 0]))
 
 
 def expand_corpus_files(spec):

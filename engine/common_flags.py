@@ -13,8 +13,8 @@ import tempfile
 from absl import flags
 from absl import logging
 
-import atomic_files
-import cli
+from core import atomic_files
+from engine import cli
 
 FLAGS = flags.FLAGS
 
@@ -181,7 +181,7 @@ def define_length_flags():
 
 def length_options(is_training):
   """The input_pipeline.LengthOptions of the length flags (flags checked in tower_flag_checks)."""
-  import input_pipeline  # pylint: disable=g-import-not-at-top
+  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
   if "pad_to_batch_max" not in FLAGS or not FLAGS.pad_to_batch_max:
     return input_pipeline.FIXED_LENGTH
   # Eval and predict always sort by length within windows (outputs come back in input order);
@@ -193,7 +193,7 @@ def length_options(is_training):
 
 def record_input_fn(record_file, name_to_features, is_training):
   """input_fn(rows, seed, shard) over one TFRecord file, with the run's length options."""
-  import input_pipeline  # pylint: disable=g-import-not-at-top
+  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
   lengths = length_options(is_training)
 
   def input_fn(rows, seed, shard):
@@ -204,7 +204,7 @@ def record_input_fn(record_file, name_to_features, is_training):
 
 
 def define_periodic_eval_flags(default_metric, metric_examples):
-  """Evaluation during training, the best checkpoint and early stopping (periodic_eval.py).
+  """Evaluation during training, the best checkpoint and early stopping (engine/periodic_eval.py).
 
   Args:
     default_metric: the script's --best_metric default, e.g. "eval_accuracy".
@@ -254,7 +254,7 @@ def check_best_metric(metrics):
 
 def periodic_eval(evaluate_fn):
   """A periodic_eval.PeriodicEval from the flags, or None without --eval_every_n_steps."""
-  import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
+  from engine import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
   if not FLAGS.eval_every_n_steps:
     return None
   return periodic_eval_lib.PeriodicEval(evaluate_fn, FLAGS.eval_every_n_steps, FLAGS.best_metric,
@@ -265,15 +265,15 @@ def periodic_eval(evaluate_fn):
 def eval_checkpoint():
   """The checkpoint to evaluate, predict and export with: the best (--use_best_checkpoint),
   else the latest of --output_dir, else --init_checkpoint."""
-  import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
-  import training  # pylint: disable=g-import-not-at-top
+  from engine import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
+  from engine import training  # pylint: disable=g-import-not-at-top
   if "use_best_checkpoint" in FLAGS and FLAGS.use_best_checkpoint:
     return periodic_eval_lib.best_checkpoint(FLAGS.output_dir)
   return training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
 
 
 def define_predict_flags():
-  """--predict_file, --predict_format, --predict_output (predict_input.py)."""
+  """--predict_file, --predict_format, --predict_output (engine/predict_input.py)."""
   _define("string", "predict_file", None,
           "Predict the examples of this file instead of data_dir's test set (implies "
           "--do_predict; needs no --data_dir): a TSV in the test file's layout, plain text "
@@ -352,7 +352,7 @@ def load_config_and_tokenizer(need_tokenizer=True, special_tokens=("[CLS]", "[SE
       contradicts the checkpoint name, or a checkpoint of another shape.
   """
   # Imported here so that defining flags stays free of TensorFlow/model imports.
-  import input_pipeline  # pylint: disable=g-import-not-at-top
+  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
   import modeling  # pylint: disable=g-import-not-at-top
   import tokenization  # pylint: disable=g-import-not-at-top
 
@@ -396,7 +396,7 @@ def load_config_and_tokenizer(need_tokenizer=True, special_tokens=("[CLS]", "[SE
 
 def _check_checkpoints_fit(bert_config):
   """--init_checkpoint and the latest checkpoint of --output_dir must have the config's shapes."""
-  import training  # pylint: disable=g-import-not-at-top
+  from engine import training  # pylint: disable=g-import-not-at-top
   training.check_init_checkpoint(FLAGS.init_checkpoint)
   if FLAGS.init_checkpoint:
     training.check_checkpoint_fits(FLAGS.init_checkpoint, bert_config,
@@ -428,8 +428,8 @@ def check_run_info(info, will_train):
   Called once the run's inputs are checked and before any expensive work: a run that does not
   match the model in --output_dir stops here, before it writes anything.
   """
-  import run_info  # pylint: disable=g-import-not-at-top
-  import training  # pylint: disable=g-import-not-at-top
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  from engine import training  # pylint: disable=g-import-not-at-top
   run_info.check(FLAGS.output_dir, info, training.has_checkpoint(FLAGS.output_dir))
   if will_train:
     run_info.write(FLAGS.output_dir, info)
@@ -615,8 +615,8 @@ def require_output_dir():
 
 def train_spec(num_train_steps, num_warmup_steps):
   """A training.TrainSpec from the shared flags."""
-  import input_pipeline  # pylint: disable=g-import-not-at-top
-  import training  # pylint: disable=g-import-not-at-top
+  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+  from engine import training  # pylint: disable=g-import-not-at-top
   return training.TrainSpec(
       output_dir=FLAGS.output_dir,
       parallel=parallel(),

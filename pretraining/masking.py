@@ -39,7 +39,7 @@ This module does not import TensorFlow: the trainer wraps `mask_batch` in tf.num
 
 import numpy as np
 
-from cli import InputError
+from core.errors import InputError
 import tokenization
 
 STRATEGIES = ("token", "whole_word", "ngram")

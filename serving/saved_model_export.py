@@ -22,13 +22,14 @@ import sys
 from absl import flags
 from absl import logging
 
-import cli
-import common_flags
+from engine import cli
+from engine import common_flags
 
 FLAGS = flags.FLAGS
 
 EXPORT_DIR = "saved_model"
-_BUILDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "build_saved_model.py")
+_BUILDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "build_saved_model.py")
 
 
 def define_flags():

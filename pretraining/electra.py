@@ -11,9 +11,9 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import electra_model
-import pretraining_model
-import training
+from engine import training
+from heads import pretraining as pretraining_model
+from pretraining import electra_model
 
 GENERATOR_EXPORT_DIR = os.path.join(training.EXPORT_DIR, "generator")
 

@@ -27,18 +27,8 @@ import threading
 import time
 import traceback
 
-
-class InputError(ValueError):
-  """Something the user can fix; the message names the file/line/flag/path and what was expected."""
-
-
-class Interrupted(KeyboardInterrupt):
-  """Ctrl-C or SIGTERM; `detail` says where the run stopped and what it saved."""
-
-  def __init__(self, signum, detail=None):
-    super(Interrupted, self).__init__(signum, detail)
-    self.signum = signum
-    self.detail = detail
+from core.errors import InputError  # pylint: disable=unused-import  (cli.InputError)
+from core.errors import Interrupted
 
 
 EXIT_INPUT_ERROR = 2
@@ -264,16 +254,18 @@ def _parse_flags(argv):
 def _show_project_flags_in_help():
   """--help lists every flag this project defines (absl lists only the main module's own).
 
-  The shared flags (common_flags.py) become key flags of the script; TensorFlow's and absl's
+  The shared flags (engine/common_flags.py) become key flags of the script; TensorFlow's and absl's
   own flags stay out of --help (they are in --helpfull).
   """
   from absl import flags  # pylint: disable=g-import-not-at-top
-  project_dir = os.path.dirname(os.path.abspath(__file__))
+  project_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   main_module = sys.argv[0]
   for module_name, module_flags in flags.FLAGS.flags_by_module_dict().items():
     module = sys.modules.get(module_name)
     path = os.path.abspath(getattr(module, "__file__", None) or "/")
-    if module_name != main_module and os.path.dirname(path) == project_dir:
+    top = os.path.relpath(path, project_dir).split(os.sep)[0]  # A root module or our package.
+    ours = top.endswith(".py") or os.path.isfile(os.path.join(project_dir, top, "__init__.py"))
+    if module_name != main_module and ours:
       for flag in module_flags:
         flags.FLAGS.register_key_flag_for_module(main_module, flag)
 

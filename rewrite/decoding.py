@@ -26,7 +26,7 @@ What it does. `decode` builds, for one tower, a graph that rewrites a batch of s
 Every variable is fetched with tf.get_variable under the stock scopes (`bert/embeddings/...`,
 `bert/encoder/layer_<i>/...`, `cls/predictions/...`) with reuse, and the math is that of
 modeling.py (same dense/layer-norm/attention helpers), so a checkpoint trained with
-rewrite_model.py drives the decoder unchanged.
+rewrite/model.py drives the decoder unchanged.
 
 Constraints applied to every step: [PAD], [CLS] and [MASK] are never generated; [SEP] may not
 come before min_target_length tokens (an undertrained model under beam search otherwise
@@ -39,8 +39,8 @@ import collections
 
 import tensorflow.compat.v1 as tf
 
+from heads import pretraining as pretraining_model
 import modeling
-import pretraining_model
 
 NEG_INF = -1e9
 

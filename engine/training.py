@@ -42,10 +42,10 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-import atomic_files
-import cli
-from cli import InputError
-import input_pipeline
+from core import atomic_files
+from core.errors import InputError
+from engine import cli
+from engine import input_pipeline
 import modeling
 import optimization
 import tower_utils

@@ -1,0 +1,5 @@
+"""The bottom layer: what every other module may import, and which imports nothing of ours.
+
+- `errors.py`: `InputError` (the user can fix it: one `error:` line, exit 2) and `Interrupted`.
+- `atomic_files.py`: files that appear whole or not at all (write to a temporary, then rename).
+"""
