@@ -5,7 +5,7 @@
 Run by saved_model_export (that is, by `--do_export` of run_classifier_mgpu.py and
 run_rewrite_finetune.py) in a process of its own: the run scripts switch TensorFlow to graph
 mode, and a TF2 SavedModel is written from eager mode. The model graph is the run scripts' own
-graph code (run_classifier_mgpu.create_model, rewrite_decoding.decode), traced once through
+graph code (classifier_model.create_model, rewrite_decoding.decode), traced once through
 tf.compat.v1.wrap_function; its variables are then loaded from the checkpoint and held by a
 tf.Module whose tf.functions become the signatures:
 
@@ -148,14 +148,14 @@ class ClassifierModule(ServingModule):
 
   def __init__(self, spec):
     super().__init__(spec)
-    import run_classifier_mgpu  # pylint: disable=g-import-not-at-top
+    from classifier import model as classifier_model  # pylint: disable=g-import-not-at-top
     self.labels = tf.constant(spec["labels"])
     self.truncation = spec["truncation"]
     self.text_b = spec["text_b"]
     self.add_asset("labels.txt", "".join(label + "\n" for label in spec["labels"]))
 
     def model_fn(input_ids, input_mask, segment_ids):
-      _, _, logits, probabilities = run_classifier_mgpu.create_model(
+      _, _, logits, probabilities = classifier_model.create_model(
           self.bert_config, False, input_ids, input_mask, segment_ids,
           tf.zeros_like(input_ids[:, 0]), len(spec["labels"]))
       return {"logits": logits, "probabilities": probabilities}

@@ -32,8 +32,8 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from engine import checkpoints
 from engine import cli
-from engine import training
 import modeling
 import tokenization
 
@@ -121,7 +121,7 @@ def resolve_checkpoint(path):
     if latest:
       return latest
     raise cli.InputError("--checkpoint=%s: the directory holds no checkpoint" % path)
-  if not training.checkpoint_exists(path):
+  if not checkpoints.checkpoint_exists(path):
     raise cli.InputError("--checkpoint=%s: no checkpoint there (expected a prefix such as "
                          "out/model.ckpt-1000 with its .index file, or a run's output_dir)" %
                          path)

@@ -45,6 +45,7 @@ import numpy as np
 
 from core import atomic_files
 from core.errors import InputError
+from core import formatting
 from engine.cli import decode_line
 from engine.cli import run_main
 from pretraining import masking
@@ -970,13 +971,8 @@ class Progress(object):
     eta = self.elapsed * (1.0 - fraction) / max(fraction, 1e-9)
     logging.info("%d documents (%.1f documents/sec), %d instances, %.1f%% of input read, "
                  "ETA %s", self.stats["documents"], self.stats["documents"] / self.elapsed,
-                 self.stats["instances"], 100.0 * fraction, _format_seconds(eta))
+                 self.stats["instances"], 100.0 * fraction, formatting.format_seconds(eta))
 
-
-def _format_seconds(seconds):
-  """H:MM:SS."""
-  seconds = int(round(seconds))
-  return "%d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1055,7 +1051,7 @@ def _summarize(opts, output_files, counts, progress):
   summary.update(masked_share=masked_share, per_file=list(zip(output_files, counts)),
                  seconds=progress.elapsed)
   logging.info("Done in %s: %d documents (%.1f documents/sec), %d instances, %d tokens%s",
-               _format_seconds(progress.elapsed), stats["documents"],
+               formatting.format_seconds(progress.elapsed), stats["documents"],
                stats["documents"] / progress.elapsed, stats["instances"], stats["tokens"],
                "" if masked_share is None else
                ", masked share %.2f%% of non-special tokens" % (100 * masked_share))

@@ -23,11 +23,14 @@ import tensorflow.compat.v1 as tf
 
 from classifier import data as classifier_data
 from classifier import metrics as classifier_metrics
+from classifier import model as classifier_model
+from engine import checkpoints
 from engine import cli
 from engine import common_flags
+from engine import inference
 from engine import predict_input
+from engine import run_setup
 from engine import training
-import modeling
 from serving import saved_model_export
 import tokenization
 
@@ -63,11 +66,11 @@ flags.DEFINE_enum("tsv_header", "auto", ["auto", "true", "false"],
 flags.DEFINE_string("xnli_language", "zh", "xnli task: the language to train and evaluate on.")
 
 
-def get_processor():
-  """The DataProcessor for --task_name."""
+def get_processor(output_dir):
+  """The DataProcessor for --task_name (the tsv task keeps its labels.txt in `output_dir`)."""
   task = (FLAGS.task_name or "").lower()
   if task == "tsv":
-    return classifier_data.TsvProcessor(FLAGS.output_dir, FLAGS.text_a_column,
+    return classifier_data.TsvProcessor(output_dir, FLAGS.text_a_column,
                                         FLAGS.text_b_column, FLAGS.label_column, FLAGS.tsv_header)
   processors = {
       "xnli": lambda: classifier_data.XnliProcessor(FLAGS.xnli_language),
@@ -81,73 +84,21 @@ def get_processor():
   return processors[task]()
 
 
-def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels,
-                 num_labels, use_one_hot_embeddings=False):
-  """BERT + a softmax layer on the pooled output (stock names output_weights/output_bias).
-
-  Args:
-    bert_config: BertConfig.
-    is_training: dropout on.
-    input_ids, input_mask, segment_ids: int32 Tensors [batch_size, max_seq_length].
-    labels: int32 Tensor [batch_size].
-    num_labels: number of classes.
-    use_one_hot_embeddings: see BertModel.
-
-  Returns:
-    (loss scalar, per_example_loss [batch_size], logits [batch_size, num_labels],
-     probabilities [batch_size, num_labels]).
-  """
-  model = modeling.BertModel(
-      config=bert_config, is_training=is_training, input_ids=input_ids, input_mask=input_mask,
-      token_type_ids=segment_ids, use_one_hot_embeddings=use_one_hot_embeddings)
-  output_layer = model.get_pooled_output()
-  hidden_size = output_layer.shape[-1]
-
-  output_weights = tf.get_variable(
-      "output_weights", [num_labels, hidden_size],
-      initializer=tf.truncated_normal_initializer(stddev=0.02))
-  output_bias = tf.get_variable("output_bias", [num_labels], initializer=tf.zeros_initializer())
-
-  with tf.variable_scope("loss"):
-    output_layer = modeling.dropout(output_layer, 0.1 if is_training else 0.0)
-    logits = tf.nn.bias_add(tf.matmul(output_layer, output_weights, transpose_b=True),
-                            output_bias)
-    probabilities = tf.nn.softmax(logits, axis=-1)
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    one_hot_labels = tf.one_hot(labels, depth=num_labels, dtype=tf.float32)
-    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
-    loss = tf.reduce_mean(per_example_loss)
-    return (loss, per_example_loss, logits, probabilities)
-
-
-def make_tower_fn(bert_config, num_labels, is_training):
-  """tower_fn for training.train / run_inference: features -> (loss, outputs)."""
-
-  def tower_fn(features, global_batch):
-    del global_batch  # A mean over rows: the towers' rows are equal, so their mean is global.
-    loss, per_example_loss, _, probabilities = create_model(
-        bert_config, is_training, features["input_ids"], features["input_mask"],
-        features["segment_ids"], features["label_ids"], num_labels)
-    return loss, {"per_example_loss": per_example_loss, "probabilities": probabilities}
-
-  return tower_fn
-
-
 def make_input_fn(record_file, is_training):
   """input_fn(rows, seed, shard) reading classification records (length-aware batches)."""
   return common_flags.record_input_fn(
       record_file, classifier_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
-def write_predictions(probabilities, label_list):
-  """Writes the predicted labels (common_flags.predict_output()) and the class probabilities
+def write_predictions(setup, probabilities, label_list):
+  """Writes the predicted labels (common_flags.predict_output) and the class probabilities
   (output_dir/test_results.tsv, or next to --predict_output; none for standard output)."""
-  output = common_flags.predict_output()
+  output = common_flags.predict_output(setup)
   predict_input.write_lines(output, [label_list[int(np.argmax(row))] for row in probabilities])
   if output != predict_input.STDIN:
     predict_input.write_lines(
         predict_input.probabilities_path(output) if FLAGS.predict_output
-        else os.path.join(FLAGS.output_dir, "test_results.tsv"),
+        else os.path.join(setup.output_dir, "test_results.tsv"),
         ["\t".join(str(p) for p in row) for row in probabilities])
 
 
@@ -161,16 +112,15 @@ def main(_):
                     (predicting and not FLAGS.predict_file))
   if needs_data_dir and (not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir)):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
-  common_flags.require_output_dir()
-  common_flags.parallel()  # first: a process that is not the chief writes to a scratch dir
+  setup = run_setup.from_flags()
   common_flags.check_periodic_eval_flags()
-  bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer()
-  processor = get_processor()
+  bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer(setup)
+  processor = get_processor(setup.output_dir)
 
   def features_file(split, examples, source_file, label_list):
     return classifier_data.cached_features_file(
         examples, split, source_file, label_list, tokenizer_digest, FLAGS.max_seq_length,
-        FLAGS.truncation, FLAGS.output_dir, tokenizer, FLAGS.task_name.lower())
+        FLAGS.truncation, setup.output_dir, tokenizer, FLAGS.task_name.lower())
 
   def source(name):
     """The file a split was read from, for cache keys and messages."""
@@ -198,7 +148,7 @@ def main(_):
   elif predicting:
     examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
   common_flags.check_run_info(
-      common_flags.run_identity(bert_config, tokenizer_digest, task=FLAGS.task_name.lower(),
+      setup, common_flags.run_identity(bert_config, tokenizer_digest, task=FLAGS.task_name.lower(),
                                 labels=list(label_list)), will_train=FLAGS.do_train)
   if FLAGS.do_train and isinstance(processor, classifier_data.TsvProcessor):
     processor.save_labels()
@@ -211,9 +161,9 @@ def main(_):
                                             label_list)
 
   def infer(split, checkpoint, batch_size, what):
-    return training.run_inference(make_tower_fn(bert_config, len(label_list), False),
+    return inference.run_inference(classifier_model.make_tower_fn(bert_config, len(label_list), False),
                                   make_input_fn(record_files[split], False), checkpoint,
-                                  common_flags.inference_parallel(), batch_size,
+                                  setup.inference_parallel(), batch_size,
                                   len(examples[split]), what)
 
   def evaluate(checkpoint):
@@ -223,23 +173,24 @@ def main(_):
     label_ids = np.array([label_map[e.label] for e in examples["dev"]])
     results = classifier_metrics.classification_report(
         outputs["probabilities"], outputs["per_example_loss"], label_ids, label_list)
-    results["global_step"] = training.checkpoint_step(checkpoint)
+    results["global_step"] = checkpoints.checkpoint_step(checkpoint)
     return results
 
   if FLAGS.do_train:
-    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(examples["train"]))
-    common_flags.log_training_plan(len(examples["train"]), num_train_steps)
-    training.train(make_tower_fn(bert_config, len(label_list), is_training=True),
+    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(examples["train"]),
+                                                                    setup.global_batch_size)
+    setup.log_training_plan(len(examples["train"]), num_train_steps)
+    training.train(classifier_model.make_tower_fn(bert_config, len(label_list), is_training=True),
                    make_input_fn(record_files["train"], is_training=True),
-                   common_flags.train_spec(num_train_steps, num_warmup_steps),
-                   common_flags.periodic_eval(evaluate))
+                   common_flags.train_spec(setup, num_train_steps, num_warmup_steps),
+                   common_flags.periodic_eval(setup, evaluate))
 
   if FLAGS.do_eval or predicting:
-    checkpoint = common_flags.eval_checkpoint()
+    checkpoint = common_flags.eval_checkpoint(setup)
     logging.info("Evaluating and predicting with %s", checkpoint)
 
   if FLAGS.do_eval:
-    common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"),
+    common_flags.write_results(os.path.join(setup.output_dir, "eval_results.txt"),
                                evaluate(checkpoint))
 
   if predicting:
@@ -248,12 +199,12 @@ def main(_):
     if len(probabilities) != len(examples["predict"]):
       raise RuntimeError("predicted %d rows for %d examples" %
                          (len(probabilities), len(examples["predict"])))
-    write_predictions(probabilities, label_list)
+    write_predictions(setup, probabilities, label_list)
 
   if FLAGS.do_export:
     examples = (processor.get_test_examples(FLAGS.data_dir) if os.path.isfile(source("test"))
                 else processor.get_dev_examples(FLAGS.data_dir))
-    saved_model_export.export_classifier(label_list, examples)
+    saved_model_export.export_classifier(setup, label_list, examples)
 
 
 def predict_features(examples, label_list, tokenizer):

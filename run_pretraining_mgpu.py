@@ -33,18 +33,18 @@ import os
 
 from absl import flags
 from absl import logging
-import numpy as np
 import tensorflow.compat.v1 as tf
 
+from engine import checkpoints
 from engine import cli
 from engine import common_flags
-from engine import input_pipeline
+from engine import inference
+from engine import run_setup
 from engine import training
-from heads import pretraining as pretraining_model
-import modeling
-from pretraining import electra as electra_pretraining
+from pretraining import electra
 from pretraining import electra_model
 from pretraining import masking
+from pretraining import mlm
 from pretraining import records as pretraining_records
 from pretraining import similar_words
 
@@ -136,8 +136,8 @@ def resolve_input_files(spec, flag_name):
 def record_format(files, flag_name):
   """What the records in `files` hold, reconciled with the shape flags.
 
-  A shape flag left at its default adopts the records' value (FLAGS is updated, so every later
-  check sees it); one given explicitly must agree with every file.
+  A shape flag left at its default adopts the records' value; one given explicitly must agree
+  with every file. Later code reads the shapes from the returned dict, not from the flags.
 
   Returns:
     dict(dynamic, has_nsp, max_seq_length, max_predictions_per_seq).
@@ -161,227 +161,21 @@ def record_format(files, flag_name):
                            "--%s); drop the flag or pass %d" %
                            (name, getattr(FLAGS, name), first_path, name, fmt[name], name,
                             fmt[name]))
-    setattr(FLAGS, name, fmt[name])
-  fmt["max_predictions_per_seq"] = FLAGS.max_predictions_per_seq
+  if fmt["dynamic"]:
+    fmt["max_predictions_per_seq"] = FLAGS.max_predictions_per_seq
   logging.info("%s: %d file(s), %s", flag_name, len(files), fmt)
   return fmt
 
 
-def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_examples=0):
-  """input_fn(rows, seed, shard) for training.train / training.run_inference.
-
-  Args:
-    input_files: list of TFRecord paths.
-    fmt: dict from record_format.
-    is_training: shuffle and repeat (training), or one pass in file order (eval/predict).
-    masking_config: masking.MaskingConfig, required for dynamic records.
-    max_examples: read at most this many examples when not training (0: all).
-
-  Returns:
-    callable(rows, seed, shard) -> tf.data.Dataset of feature dicts, each Tensor [rows, ...]
-    (the last eval batch may be short), reading input_pipeline.Shard `shard` when training;
-    always with masked_lm_* features (made on the fly for dynamic records).
-  """
-  name_to_features = pretraining_records.name_to_features(
-      fmt["max_seq_length"], fmt["max_predictions_per_seq"], fmt["dynamic"], fmt["has_nsp"])
-
-  def input_fn(rows, seed, shard):
-    if is_training:
-      d = input_pipeline.record_dataset(input_files, name_to_features, rows, True, seed=seed,
-                                        shard=shard)
-      if fmt["dynamic"]:
-        # Batch numbers keep growing over the endless dataset, so every pass over the data gets
-        # new masks; a resumed run starts from another seed (training.train adds the step).
-        d = d.enumerate().map(lambda i, f: apply_masks(f, masking_config, [seed, i]))
-      return d
-    d = tf.data.TFRecordDataset(input_files)
-    if max_examples:
-      d = d.take(max_examples)
-    d = d.map(lambda record: input_pipeline.decode_record(record, name_to_features))
-    if fmt["dynamic"]:
-      # Eval masks are seeded per example, so every checkpoint, batch size and --n_gpus is
-      # scored on the same masked positions.
-      d = d.batch(1).enumerate().map(
-          lambda i, f: apply_masks(f, masking_config, [seed, i])).unbatch()
-    return d.batch(rows)
-
-  return input_fn
-
-
-def apply_masks(features, masking_config, seed):
-  """Masks a batch of dynamic records with masking.mask_batch (in numpy, on the input thread).
-
-  Args:
-    features: dict with unmasked input_ids int32 [B, L] and word_starts int32 [B, L].
-    masking_config: masking.MaskingConfig (strategy, masked_lm_prob, P, special ids).
-    seed: list of int scalars (Python or Tensor); the same seed gives the same masks.
-
-  Returns:
-    `features` with input_ids masked, word_starts dropped, and masked_lm_positions [B, P],
-    masked_lm_ids [B, P] (int32) and masked_lm_weights [B, P] (float32) added.
-  """
-  uses_words = masking_config.strategy != "token"
-
-  def _mask(input_ids, word_starts, seed_values):
-    return masking.mask_batch(input_ids, word_starts if uses_words else None, seed_values,
-                              masking_config)
-
-  seed = tf.stack([tf.cast(s, tf.int64) for s in seed])
-  features = dict(features)
-  word_starts = features.pop(pretraining_records.WORD_STARTS_FEATURE)
-  masked = tf.numpy_function(_mask, [features["input_ids"], word_starts, seed],
-                             [tf.int32, tf.int32, tf.int32, tf.float32], stateful=False)
-  slots_shape = features["input_ids"].shape[:1].concatenate(
-      [masking_config.max_predictions_per_seq])
-  for name, tensor in zip(("input_ids",) + pretraining_records.STATIC_MASK_FEATURES, masked):
-    tensor.set_shape(features["input_ids"].shape if name == "input_ids" else slots_shape)
-    features[name] = tensor
-  return features
-
-
-def tower_fn_builder(bert_config, has_nsp, is_training):
-  """tower_fn(features) -> (loss, outputs) for one tower.
-
-  Training returns the globally normalised MLM loss (+ NSP loss) and no outputs. Inference
-  returns no loss and, per example, what eval_results.txt and predict.txt are computed from:
-  masked_lm_log_prob [rows, P] (log-probability of the original token), masked_lm_predictions
-  [rows, P], the masked_lm_positions/ids/weights [rows, P] the model saw (dynamic masks are only
-  known after the input pipeline), and with NSP next_sentence_log_prob / _predictions /
-  _labels [rows].
-  """
-
-  def tower_fn(features, global_batch):
-    model = modeling.BertModel(
-        config=bert_config,
-        is_training=is_training,
-        input_ids=features["input_ids"],
-        input_mask=features["input_mask"],
-        token_type_ids=features["segment_ids"])
-    positions = features["masked_lm_positions"]
-    weights = features["masked_lm_weights"]
-    denominator = None
-    if is_training:
-      denominator = global_batch.loss_denominator(pretraining_model.masked_token_count)
-    masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs = (
-        pretraining_model.get_masked_lm_output(
-            bert_config, model.get_sequence_output(), model.get_embedding_table(), positions,
-            features["masked_lm_ids"], weights, loss_denominator=denominator))
-    total_loss = masked_lm_loss
-    if has_nsp:
-      next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs = (
-          pretraining_model.get_next_sentence_output(
-              bert_config, model.get_pooled_output(), features["next_sentence_labels"]))
-      total_loss += next_sentence_loss
-    if is_training:
-      return total_loss, {}
-
-    slots = modeling.get_shape_list(positions, expected_rank=2)
-    outputs = {
-        "masked_lm_log_prob": tf.reshape(-masked_lm_example_loss, slots),
-        "masked_lm_predictions": tf.reshape(
-            tf.argmax(masked_lm_log_probs, axis=-1, output_type=tf.int32), slots),
-        "masked_lm_positions": positions,
-        "masked_lm_ids": features["masked_lm_ids"],
-        "masked_lm_weights": weights,
-    }
-    if has_nsp:
-      outputs["next_sentence_log_prob"] = -next_sentence_example_loss
-      outputs["next_sentence_predictions"] = tf.argmax(
-          next_sentence_log_probs, axis=-1, output_type=tf.int32)
-      outputs["next_sentence_labels"] = tf.reshape(features["next_sentence_labels"], [-1])
-    return None, outputs
-
-  return tower_fn
-
-
-def evaluation_metrics(outputs):
-  """The stock eval metrics, in numpy, from tower_fn's inference outputs.
-
-  Masked-LM accuracy and loss are averaged over the real prediction slots (weighted by
-  masked_lm_weights, as stock tf.metrics with weights); NSP metrics over examples. `loss` is
-  masked_lm_loss + next_sentence_loss, the training objective.
-
-  Args:
-    outputs: dict of numpy arrays from training.run_inference.
-
-  Returns:
-    dict of metric name -> float.
-  """
-  results = pretraining_model.masked_lm_metrics(outputs)
-  results["loss"] = results["masked_lm_loss"]
-  if "next_sentence_labels" in outputs:
-    results["next_sentence_accuracy"] = float(np.mean(
-        outputs["next_sentence_predictions"] == outputs["next_sentence_labels"]))
-    results["next_sentence_loss"] = float(-np.mean(outputs["next_sentence_log_prob"]))
-    results["loss"] += results["next_sentence_loss"]
-  return results
-
-
-NSP_LABELS = ("IsNext", "NotNext")  # Stock: label 0 = B follows A, 1 = B is a random sentence.
-
-
-def prediction_lines(outputs, inv_vocab):
-  """One line per example: `pos:original->predicted` per masked slot, then the NSP verdict.
-
-  Args:
-    outputs: dict of numpy arrays from training.run_inference.
-    inv_vocab: dict id -> token.
-
-  Yields:
-    str lines without newline, e.g. "3:法->法 7:院->人 nsp:IsNext->IsNext".
-  """
-  for i in range(len(outputs["masked_lm_ids"])):
-    items = []
-    for pos, orig, pred, weight in zip(outputs["masked_lm_positions"][i],
-                                       outputs["masked_lm_ids"][i],
-                                       outputs["masked_lm_predictions"][i],
-                                       outputs["masked_lm_weights"][i]):
-      if weight > 0:
-        items.append("%d:%s->%s" % (pos, inv_vocab.get(int(orig), "<%d>" % orig),
-                                    inv_vocab.get(int(pred), "<%d>" % pred)))
-    if "next_sentence_labels" in outputs:
-      items.append("nsp:%s->%s" % (NSP_LABELS[outputs["next_sentence_labels"][i]],
-                                   NSP_LABELS[outputs["next_sentence_predictions"][i]]))
-    yield " ".join(items)
-
-
-class MaskedLmObjective(object):
-  """BERT's masked LM (+ NSP): the tower_fn, metrics and predict.txt lines of this module."""
-
-  name = "mlm"
-  uses_nsp = True  # When the records have next_sentence_labels.
-
-  def __init__(self, bert_config):
-    self.bert_config = bert_config
-
-  def run_identity(self):
-    return {"objective": self.name}
-
-  def tower_fn_builder(self, has_nsp, is_training):
-    return tower_fn_builder(self.bert_config, has_nsp, is_training)
-
-  def export(self, output_dir):
-    """Nothing beyond export/ (training.export_model): the heads are the stock cls/."""
-    del output_dir
-
-  @staticmethod
-  def evaluation_metrics(outputs):
-    return evaluation_metrics(outputs)
-
-  @staticmethod
-  def prediction_lines(outputs, inv_vocab):
-    return prediction_lines(outputs, inv_vocab)
-
-
 def objective_from_flags(bert_config):
-  """The --objective (MaskedLmObjective or ElectraObjective), checked.
+  """The --objective (mlm.MaskedLmObjective or electra.ElectraObjective), checked.
 
   Raises:
     InputError: a bad --generator_hidden_ratio or --disc_weight, or ELECTRA with pipeline
       stages (not built).
   """
   if FLAGS.objective == "mlm":
-    return MaskedLmObjective(bert_config)
+    return mlm.MaskedLmObjective(bert_config)
   if not 0.0 < FLAGS.generator_hidden_ratio <= 1.0:
     raise cli.InputError("--generator_hidden_ratio=%s: expected a value in (0, 1]" %
                          FLAGS.generator_hidden_ratio)
@@ -390,7 +184,7 @@ def objective_from_flags(bert_config):
   if FLAGS.pipeline_stages > 1:
     raise cli.InputError("--objective=electra does not support --pipeline_stages=%d yet; use "
                          "data-parallel towers (--pipeline_stages=1)" % FLAGS.pipeline_stages)
-  return electra_pretraining.ElectraObjective(
+  return electra.ElectraObjective(
       bert_config, FLAGS.generator_hidden_ratio, FLAGS.disc_weight, eval_seed=FLAGS.random_seed)
 
 
@@ -414,14 +208,14 @@ def check_vocab_matches(bert_config, files):
                                            FLAGS.bert_config_file))
 
 
-def load_model(fmt, will_train=False):
+def load_model(setup, fmt, will_train=False):
   """The BertConfig, plus the tokenizer and masking config when needed, checked against `fmt`.
 
   Also checks the run against --output_dir's run_info.json (a training run records its own).
 
   Returns:
     (bert_config, tokenizer or None, masking.MaskingConfig or None, the --objective's
-    MaskedLmObjective or electra_pretraining.ElectraObjective).
+    mlm.MaskedLmObjective or electra.ElectraObjective).
   """
   needs_vocab = fmt["dynamic"] or FLAGS.do_predict
   if needs_vocab and not (FLAGS.vocab_file or FLAGS.spm_model_file):
@@ -430,10 +224,10 @@ def load_model(fmt, will_train=False):
         ("to mask dynamic records on the fly" if fmt["dynamic"] else
          "by --do_predict to print tokens"))
   bert_config, tokenizer, vocab_digest = common_flags.load_config_and_tokenizer(
-      needs_vocab or bool(FLAGS.vocab_file))
+      setup, needs_vocab or bool(FLAGS.vocab_file), max_seq_length=fmt["max_seq_length"])
   objective = objective_from_flags(bert_config)
   common_flags.check_run_info(
-      common_flags.run_identity(bert_config, vocab_digest, **objective.run_identity()),
+      setup, common_flags.run_identity(bert_config, vocab_digest, **objective.run_identity()),
       will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
@@ -446,7 +240,7 @@ def load_model(fmt, will_train=False):
     masking_config = masking.MaskingConfig.from_vocab(
         tokenizer.vocab, source="--vocab_file=%s" % (FLAGS.vocab_file or FLAGS.spm_model_file),
         strategy=FLAGS.masking, masked_lm_prob=FLAGS.masked_lm_prob,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, max_ngram=FLAGS.max_ngram,
+        max_predictions_per_seq=fmt["max_predictions_per_seq"], max_ngram=FLAGS.max_ngram,
         replacement=FLAGS.masking_replacement, similar_words=similar)
   return bert_config, tokenizer, masking_config, objective
 
@@ -457,7 +251,7 @@ def main(_):
     raise cli.InputError("at least one of --do_train, --do_eval or --do_predict must be set")
   if not FLAGS.input_file and (FLAGS.do_train or not FLAGS.eval_input_file):
     raise cli.InputError("--input_file is required")
-  common_flags.require_output_dir()
+  setup = run_setup.from_flags()
 
   if FLAGS.do_eval or FLAGS.do_predict:  # Checked before training, used after it.
     eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"
@@ -465,35 +259,37 @@ def main(_):
   if FLAGS.do_train:
     train_files = resolve_input_files(FLAGS.input_file, "input_file")
     fmt = record_format(train_files, "input_file")
-    bert_config, _, masking_config, objective = load_model(fmt, will_train=True)
+    bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
     check_vocab_matches(bert_config, train_files)
     training.train(objective.tower_fn_builder(fmt["has_nsp"], is_training=True),
-                   input_fn_builder(train_files, fmt, True, masking_config),
-                   common_flags.train_spec(FLAGS.num_train_steps, FLAGS.num_warmup_steps))
-    training.export_model(FLAGS.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file)
-    objective.export(FLAGS.output_dir)
+                   pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
+                   common_flags.train_spec(setup, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                                           max_seq_length=fmt["max_seq_length"]))
+    checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file)
+    objective.export(setup.output_dir)
 
   if FLAGS.do_eval or FLAGS.do_predict:
     fmt = record_format(eval_files, eval_flag)
-    bert_config, tokenizer, masking_config, objective = load_model(fmt, will_train=False)
+    bert_config, tokenizer, masking_config, objective = load_model(setup, fmt, will_train=False)
     check_vocab_matches(bert_config, eval_files)
-    checkpoint = training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
+    checkpoint = checkpoints.find_checkpoint(setup.output_dir, setup.init_checkpoint)
     has_nsp = fmt["has_nsp"] and objective.uses_nsp and checkpoint_has_nsp_head(checkpoint)
     if fmt["has_nsp"] and objective.uses_nsp and not has_nsp:
       logging.warning("%s has no next-sentence head: evaluating the masked LM only", checkpoint)
     max_examples = max(FLAGS.max_eval_steps, 0) * FLAGS.eval_batch_size
-    outputs = training.run_inference(
+    outputs = inference.run_inference(
         objective.tower_fn_builder(has_nsp, is_training=False),
-        input_fn_builder(eval_files, fmt, False, masking_config, max_examples),
-        checkpoint, common_flags.inference_parallel(), FLAGS.eval_batch_size)
+        pretraining_records.input_fn_builder(eval_files, fmt, False, masking_config,
+                                             max_examples),
+        checkpoint, setup.inference_parallel(), FLAGS.eval_batch_size)
     logging.info("Ran %s on %d examples of --%s", checkpoint, len(outputs["masked_lm_ids"]),
                  eval_flag)
     if FLAGS.do_eval:
       results = objective.evaluation_metrics(outputs)
-      results["global_step"] = training.checkpoint_step(checkpoint)
-      common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
+      results["global_step"] = checkpoints.checkpoint_step(checkpoint)
+      common_flags.write_results(os.path.join(setup.output_dir, "eval_results.txt"), results)
     if FLAGS.do_predict:
-      path = os.path.join(FLAGS.output_dir, "predict.txt")
+      path = os.path.join(setup.output_dir, "predict.txt")
       with tf.io.gfile.GFile(path, "w") as writer:
         for line in objective.prediction_lines(outputs, tokenizer.inv_vocab):
           writer.write(line + "\n")

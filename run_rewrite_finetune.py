@@ -41,10 +41,13 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from engine import checkpoints
 from engine import cli
 from engine import common_flags
+from engine import inference
 from engine import input_pipeline
 from engine import predict_input
+from engine import run_setup
 from engine import training
 from rewrite import data as rewrite_data
 from rewrite import decoding as rewrite_decoding
@@ -114,10 +117,11 @@ def make_input_fn(record_file, is_training):
 class Pipeline(object):
   """The model config, tokenizer and record caching of one run."""
 
-  def __init__(self):
+  def __init__(self, setup):
     rewrite_data.source_budget(FLAGS.max_seq_length, FLAGS.max_target_length)
+    self.setup = setup
     self.bert_config, self.tokenizer, self.tokenizer_digest = (
-        common_flags.load_config_and_tokenizer(special_tokens=SPECIAL_TOKENS))
+        common_flags.load_config_and_tokenizer(setup, special_tokens=SPECIAL_TOKENS))
 
   def records(self, split, source_file, rows, with_targets=True, extra_key=()):
     """Cached TFRecords of TSV rows; the key covers the file's bytes and every option.
@@ -128,38 +132,38 @@ class Pipeline(object):
     key = (input_pipeline.file_digest(source_file) if not one_off else repr(rows),
            self.tokenizer_digest, FLAGS.column_order, with_targets) + tuple(extra_key)
     return rewrite_data.cached_records(
-        predict_input.scratch_dir() if one_off else FLAGS.output_dir, split, key,
+        predict_input.scratch_dir() if one_off else self.setup.output_dir, split, key,
         lambda: rewrite_data.tokenize_rows(self.tokenizer, rows, with_targets), self.tokenizer,
         FLAGS.max_seq_length, FLAGS.max_target_length)
 
   def train(self, record_file, num_examples, periodic_eval=None):
     """Trains on packed records with training.train (towers, checkpoints, resume; evaluation
     during training with a periodic_eval.PeriodicEval)."""
-    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(num_examples)
-    common_flags.log_training_plan(num_examples, num_train_steps)
+    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(
+        num_examples, self.setup.global_batch_size)
+    self.setup.log_training_plan(num_examples, num_train_steps)
     return training.train(
         rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length),
-        make_input_fn(record_file, True), common_flags.train_spec(num_train_steps,
-                                                                  num_warmup_steps),
-        periodic_eval)
+        make_input_fn(record_file, True),
+        common_flags.train_spec(self.setup, num_train_steps, num_warmup_steps), periodic_eval)
 
   def decode(self, record_file, checkpoint, batch_size):
     """Rewrites of every record (input order) as detokenized strings."""
     params = rewrite_decoding.decode_params_from_vocab(
         self.tokenizer.vocab, FLAGS.max_target_length, FLAGS.min_target_length,
         FLAGS.beam_size, FLAGS.length_penalty, FLAGS.no_repeat_ngram_size)
-    outputs = training.run_inference(
+    outputs = inference.run_inference(
         rewrite_decoding.make_decode_tower_fn(self.bert_config, params),
-        make_input_fn(record_file, False), checkpoint, common_flags.inference_parallel(),
+        make_input_fn(record_file, False), checkpoint, self.setup.inference_parallel(),
         batch_size)
     return [rewrite_data.ids_to_text(self.tokenizer, ids, params.sep_id)
             for ids in outputs["output_ids"]]
 
   def score(self, record_file, checkpoint, batch_size):
     """(log-likelihood, number of target tokens) of every record's target, input order."""
-    outputs = training.run_inference(
+    outputs = inference.run_inference(
         rewrite_model.make_score_tower_fn(self.bert_config, FLAGS.max_target_length),
-        make_input_fn(record_file, False), checkpoint, common_flags.inference_parallel(),
+        make_input_fn(record_file, False), checkpoint, self.setup.inference_parallel(),
         batch_size)
     return outputs["log_likelihood"], outputs["num_tokens"]
 
@@ -219,8 +223,9 @@ def dev_scores(pipeline, checkpoint, path, rows):
 def evaluate(pipeline, checkpoint, path, rows):
   """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
   results, rewrites = dev_scores(pipeline, checkpoint, path, rows)
-  common_flags.write_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
-  predict_input.write_lines(os.path.join(FLAGS.output_dir, "eval_predictions.tsv"),
+  output_dir = pipeline.setup.output_dir
+  common_flags.write_results(os.path.join(output_dir, "eval_results.txt"), results)
+  predict_input.write_lines(os.path.join(output_dir, "eval_predictions.tsv"),
                ["%s\t%s\t%s" % (row.source, row.target, rewrite)
                 for row, rewrite in zip(rows, rewrites)])
   return results
@@ -232,7 +237,7 @@ def predict(pipeline, checkpoint, path, rows):
   record_file = pipeline.records("test", path, rows, with_targets=False)
   rewrites = pipeline.decode(record_file, checkpoint, FLAGS.predict_batch_size)
   _check_count(rewrites, rows, path)
-  predict_input.write_lines(common_flags.predict_output(), rewrites)
+  predict_input.write_lines(common_flags.predict_output(pipeline.setup), rewrites)
 
 
 def rank(pipeline, checkpoint, path, rows):
@@ -249,7 +254,7 @@ def rank(pipeline, checkpoint, path, rows):
     start += len(row.target)
     scored.sort(key=lambda pair: -pair[1])
     lines.append("\t".join("%s\t%.4f" % (candidate, score) for candidate, score in scored))
-  predict_input.write_lines(os.path.join(FLAGS.output_dir, "rank.txt"), lines)
+  predict_input.write_lines(os.path.join(pipeline.setup.output_dir, "rank.txt"), lines)
 
 
 def pretrain_rewrite(pipeline, files):
@@ -274,11 +279,12 @@ def pretrain_rewrite(pipeline, files):
   key = tuple(input_pipeline.file_digest(f) for f in files) + (
       pipeline.tokenizer_digest, tuple(tasks), FLAGS.pretrain_dupe_factor, FLAGS.random_seed)
   record_file = rewrite_data.cached_records(
-      FLAGS.output_dir, "pretrain", key, make_pairs, pipeline.tokenizer, FLAGS.max_seq_length,
+      pipeline.setup.output_dir, "pretrain", key, make_pairs, pipeline.tokenizer,
+      FLAGS.max_seq_length,
       FLAGS.max_target_length)
   num_examples = sum(1 for _ in tf.io.tf_record_iterator(record_file))
   pipeline.train(record_file, num_examples)
-  training.export_model(FLAGS.output_dir, pipeline.bert_config, FLAGS.vocab_file,
+  checkpoints.export_model(pipeline.setup.output_dir, pipeline.bert_config, FLAGS.vocab_file,
                         FLAGS.spm_model_file)
 
 
@@ -294,16 +300,15 @@ def main(_):
                          "--output_dir: pretrain first, then fine-tune in another output_dir "
                          "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
   cli.require_positive(FLAGS.beam_size, "beam_size")
-  common_flags.require_output_dir()
-  common_flags.parallel()  # first: a process that is not the chief writes to a scratch dir
+  setup = run_setup.from_flags()
   common_flags.check_periodic_eval_flags()
   common_flags.check_best_metric(rewrite_metrics.EVAL_METRICS)
-  pipeline = Pipeline()
+  pipeline = Pipeline(setup)
   # Every input is read before training: a bad dev, test or rank row, or a run that does not
   # match the model already in --output_dir, stops the run in seconds.
   inputs = read_inputs()
-  common_flags.check_run_info(common_flags.run_identity(pipeline.bert_config,
-                                                        pipeline.tokenizer_digest),
+  common_flags.check_run_info(setup, common_flags.run_identity(pipeline.bert_config,
+                                                               pipeline.tokenizer_digest),
                               will_train=FLAGS.do_train or FLAGS.do_pretrain_rewrite)
 
   if FLAGS.do_pretrain_rewrite:
@@ -312,17 +317,17 @@ def main(_):
   if FLAGS.do_train:
     path, rows = inputs["train"]
     pipeline.train(pipeline.records("train", path, rows), len(rows), common_flags.periodic_eval(
-        lambda checkpoint: dev_scores(pipeline, checkpoint, *inputs["dev"])[0]))
+        setup, lambda checkpoint: dev_scores(pipeline, checkpoint, *inputs["dev"])[0]))
 
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
-    checkpoint = common_flags.eval_checkpoint()
+    checkpoint = common_flags.eval_checkpoint(setup)
     logging.info("Decoding with %s", checkpoint)
     for name, mode in (("dev", evaluate), ("test", predict), ("rank", rank)):
       if name in inputs:
         mode(pipeline, checkpoint, *inputs[name])
 
   if FLAGS.do_export:
-    saved_model_export.export_rewriter()
+    saved_model_export.export_rewriter(setup)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(_HERE))

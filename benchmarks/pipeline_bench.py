@@ -37,10 +37,10 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 import machine
+from classifier import model as classifier_model
 import modeling
 from parallel import cluster as cluster_lib
 from parallel import pipeline
-import run_classifier_mgpu
 import tower_utils
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -76,7 +76,7 @@ def parse_args(argv=None):
 def classifier_tower_fn(config):
   """run_classifier_mgpu.py's tower (BERT + pooled softmax, 2 labels): the task head on the
   last stage."""
-  return run_classifier_mgpu.make_tower_fn(config, 2, is_training=True)
+  return classifier_model.make_tower_fn(config, 2, is_training=True)
 
 
 def random_features(rows, seq, vocab_size, as_constants=True):

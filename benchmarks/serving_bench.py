@@ -57,7 +57,7 @@ def throughput(signature, examples, batch_size, with_text_b):
 
 
 def main(_):
-  examples = run_classifier_mgpu.get_processor().get_test_examples(FLAGS.data_dir)
+  examples = run_classifier_mgpu.get_processor(FLAGS.output_dir).get_test_examples(FLAGS.data_dir)
   model = tf.saved_model.load(os.path.join(FLAGS.output_dir, "saved_model"))
   signature = model.signatures["serving_default"]
   with_text_b = "text_b" in signature.structured_input_signature[1]

@@ -59,9 +59,9 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 import machine
+from classifier import model as classifier_model
 from engine import training
 import modeling
-import run_classifier_mgpu
 import tower_utils
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -232,7 +232,7 @@ class TfRun(object):
         dataset = training.stamp_ready_time(dataset.repeat())
         features = tf.data.make_one_shot_iterator(dataset).get_next()
       self._train_graph = training.build_train_graph(
-          run_classifier_mgpu.make_tower_fn(config, 2, is_training=True), features, spec)
+          classifier_model.make_tower_fn(config, 2, is_training=True), features, spec)
       init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
     self._sess = tower_utils.new_session(parallel, run.xla, self._graph, args.threads,
                                          args.inter_op_threads)

@@ -7,7 +7,7 @@ directory, converted once with convert_hf_checkpoint.py), the same classifier la
 0), dropout off, and train on the same fixed batches (the first --steps x --batch_size rows of
 train.tsv, converted once as run_classifier_mgpu.py converts them, padded to
 --max_seq_length). Our side is
-run_classifier_mgpu.create_model + optimization.create_optimizer (BERT's AdamWeightDecay,
+classifier_model.create_model + optimization.create_optimizer (BERT's AdamWeightDecay,
 schedule and clipping); the transformers side is BertForSequenceClassification with
 hf_finetune.bert_optimizer and clip_grad_norm_(1.0), as hf_finetune.py trains.
 
@@ -90,14 +90,14 @@ def ours_losses(args, ours_dir, batches, init):
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   import modeling  # pylint: disable=g-import-not-at-top
   import optimization  # pylint: disable=g-import-not-at-top
-  import run_classifier_mgpu  # pylint: disable=g-import-not-at-top
+  from classifier import model as classifier_model  # pylint: disable=g-import-not-at-top
   tf.disable_v2_behavior()
   config = modeling.BertConfig.from_json_file(os.path.join(ours_dir, "bert_config.json"))
   with tf.Graph().as_default():
     shape = [args.batch_size, args.max_seq_length]
     ids, mask, segments = (tf.placeholder(tf.int32, shape) for _ in range(3))
     labels = tf.placeholder(tf.int32, [args.batch_size])
-    loss, _, _, _ = run_classifier_mgpu.create_model(config, False, ids, mask, segments, labels,
+    loss, _, _, _ = classifier_model.create_model(config, False, ids, mask, segments, labels,
                                                      len(init[1]))  # is_training=False: no dropout
     train_op = optimization.create_optimizer(loss, args.learning_rate, args.num_train_steps,
                                              args.num_warmup_steps)

@@ -2,18 +2,18 @@
 
 Each script calls the `define_*` groups it needs, then its own script-specific flags. Defining is
 idempotent, so several scripts can be imported into one process (as the tests do).
+
+The flags are read here and in run_setup.from_flags, never written: what a process learns at
+start-up (the parallel spec, where it writes, what it restores, the precision) is a
+run_setup.RunSetup that the scripts pass to the helpers below.
 """
 
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 
 from absl import flags
 from absl import logging
 
-from core import atomic_files
 from engine import cli
 
 FLAGS = flags.FLAGS
@@ -252,24 +252,24 @@ def check_best_metric(metrics):
                          (FLAGS.best_metric, ", ".join(metrics)))
 
 
-def periodic_eval(evaluate_fn):
+def periodic_eval(setup, evaluate_fn):
   """A periodic_eval.PeriodicEval from the flags, or None without --eval_every_n_steps."""
   from engine import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
   if not FLAGS.eval_every_n_steps:
     return None
   return periodic_eval_lib.PeriodicEval(evaluate_fn, FLAGS.eval_every_n_steps, FLAGS.best_metric,
-                                        FLAGS.output_dir, FLAGS.keep_best,
+                                        setup.output_dir, FLAGS.keep_best,
                                         FLAGS.early_stopping_patience)
 
 
-def eval_checkpoint():
+def eval_checkpoint(setup):
   """The checkpoint to evaluate, predict and export with: the best (--use_best_checkpoint),
   else the latest of --output_dir, else --init_checkpoint."""
   from engine import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
-  from engine import training  # pylint: disable=g-import-not-at-top
+  from engine import checkpoints  # pylint: disable=g-import-not-at-top
   if "use_best_checkpoint" in FLAGS and FLAGS.use_best_checkpoint:
-    return periodic_eval_lib.best_checkpoint(FLAGS.output_dir)
-  return training.find_checkpoint(FLAGS.output_dir, FLAGS.init_checkpoint)
+    return periodic_eval_lib.best_checkpoint(setup.output_dir)
+  return checkpoints.find_checkpoint(setup.output_dir, setup.init_checkpoint)
 
 
 def define_predict_flags():
@@ -289,9 +289,9 @@ def define_predict_flags():
           "<name>_probabilities.tsv.")
 
 
-def predict_output():
+def predict_output(setup):
   """--predict_output, or output_dir/predict.txt."""
-  return FLAGS.predict_output or os.path.join(FLAGS.output_dir, "predict.txt")
+  return FLAGS.predict_output or os.path.join(setup.output_dir, "predict.txt")
 
 
 def define_epoch_flags():
@@ -308,15 +308,15 @@ def define_num_train_steps(default, help_text):
   _define("integer", "num_train_steps", default, help_text)
 
 
-def epoch_schedule(num_examples):
+def epoch_schedule(num_examples, global_batch_size):
   """(num_train_steps, num_warmup_steps): --num_train_steps when given, else from
   --num_train_epochs over `num_examples` examples.
 
-  Steps count updates of the effective batch (see global_batch_size); at least one.
+  Steps count updates of the effective batch (RunSetup.global_batch_size); at least one.
   """
   num_train_steps = FLAGS.num_train_steps if FLAGS["num_train_steps"].present else 0
   if not num_train_steps:
-    num_train_steps = max(1, int(num_examples / global_batch_size() * FLAGS.num_train_epochs))
+    num_train_steps = max(1, int(num_examples / global_batch_size * FLAGS.num_train_epochs))
   return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
 
 
@@ -331,7 +331,8 @@ def define_tpu_flags_removed():
   _define("integer", "iterations_per_loop", 1000, "Ignored (no TPU support).")
 
 
-def load_config_and_tokenizer(need_tokenizer=True, special_tokens=("[CLS]", "[SEP]")):
+def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]", "[SEP]"),
+                              max_seq_length=None):
   """Reads --bert_config_file and the vocabulary, checking that they fit together.
 
   Everything is checked here, before any data is read: the config's types and values, the flag
@@ -339,8 +340,11 @@ def load_config_and_tokenizer(need_tokenizer=True, special_tokens=("[CLS]", "[SE
   checkpoint of --output_dir have the config's shapes.
 
   Args:
+    setup: the run_setup.RunSetup (its output_dir and init_checkpoint are checked).
     need_tokenizer: load the vocabulary (False: the config alone).
     special_tokens: tokens the run's inputs are built with; the vocabulary must have them.
+    max_seq_length: the run's sequence length (default --max_seq_length; pretraining passes
+      what its records hold).
 
   Returns:
     (bert_config, tokenizer or None, tokenizer_digest): the digest names the vocabulary's bytes
@@ -359,18 +363,19 @@ def load_config_and_tokenizer(need_tokenizer=True, special_tokens=("[CLS]", "[SE
   if not FLAGS.bert_config_file:
     raise cli.InputError("--bert_config_file is required")
   bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
-  if FLAGS.max_seq_length > bert_config.max_position_embeddings:
+  max_seq_length = max_seq_length or FLAGS.max_seq_length
+  if max_seq_length > bert_config.max_position_embeddings:
     raise cli.InputError(
         "--max_seq_length=%d exceeds max_position_embeddings=%d in %s (BERT has no position "
-        "embedding beyond it)" % (FLAGS.max_seq_length, bert_config.max_position_embeddings,
+        "embedding beyond it)" % (max_seq_length, bert_config.max_position_embeddings,
                                   FLAGS.bert_config_file))
-  if FLAGS.max_seq_length < 3:
-    raise cli.InputError("--max_seq_length=%d: expected at least 3" % FLAGS.max_seq_length)
-  _check_checkpoints_fit(bert_config)
+  if max_seq_length < 3:
+    raise cli.InputError("--max_seq_length=%d: expected at least 3" % max_seq_length)
+  _check_checkpoints_fit(setup, bert_config)
   if not need_tokenizer:
     return bert_config, None, None
 
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, setup.init_checkpoint)
   if FLAGS.spm_model_file:
     cli.require_file(FLAGS.spm_model_file, "spm_model_file")
     vocab_path = FLAGS.spm_model_file
@@ -394,22 +399,21 @@ def load_config_and_tokenizer(need_tokenizer=True, special_tokens=("[CLS]", "[SE
   return bert_config, tokenizer, digest
 
 
-def _check_checkpoints_fit(bert_config):
+def _check_checkpoints_fit(setup, bert_config):
   """--init_checkpoint and the latest checkpoint of --output_dir must have the config's shapes."""
-  from engine import training  # pylint: disable=g-import-not-at-top
-  training.check_init_checkpoint(FLAGS.init_checkpoint)
-  if FLAGS.init_checkpoint:
-    training.check_checkpoint_fits(FLAGS.init_checkpoint, bert_config,
-                                   "--init_checkpoint=%s" % FLAGS.init_checkpoint)
-  latest = training.latest_checkpoint(FLAGS.output_dir)
+  from engine import checkpoints  # pylint: disable=g-import-not-at-top
+  checkpoints.check_init_checkpoint(setup.init_checkpoint)
+  if setup.init_checkpoint:
+    checkpoints.check_checkpoint_fits(setup.init_checkpoint, bert_config,
+                                   "--init_checkpoint=%s" % setup.init_checkpoint)
+  latest = checkpoints.latest_checkpoint(setup.output_dir)
   if latest:
-    training.check_checkpoint_fits(latest, bert_config,
+    checkpoints.check_checkpoint_fits(latest, bert_config,
                                    "--output_dir's latest checkpoint %s" % latest)
 
 
 def run_identity(bert_config, vocab_digest, **extra):
   """What run_info.json records of this run: the script, config and vocabulary, plus `extra`."""
-  import sys  # pylint: disable=g-import-not-at-top
   info = {
       "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None,
       "bert_config": bert_config.to_dict(),
@@ -422,17 +426,17 @@ def run_identity(bert_config, vocab_digest, **extra):
   return info
 
 
-def check_run_info(info, will_train):
+def check_run_info(setup, info, will_train):
   """Checks this run against --output_dir's run_info.json; training runs then record theirs.
 
   Called once the run's inputs are checked and before any expensive work: a run that does not
   match the model in --output_dir stops here, before it writes anything.
   """
   from engine import run_info  # pylint: disable=g-import-not-at-top
-  from engine import training  # pylint: disable=g-import-not-at-top
-  run_info.check(FLAGS.output_dir, info, training.has_checkpoint(FLAGS.output_dir))
+  from engine import checkpoints  # pylint: disable=g-import-not-at-top
+  run_info.check(setup.output_dir, info, checkpoints.has_checkpoint(setup.output_dir))
   if will_train:
-    run_info.write(FLAGS.output_dir, info)
+    run_info.write(setup.output_dir, info)
 
 
 # Flags whose value must lie in a range: name -> (lowest, highest, whether lowest is allowed).
@@ -468,179 +472,36 @@ def tower_flag_checks():
           "" if high == float("inf") else " and <= %g" % high))
   if "use_fp16" in FLAGS and FLAGS.use_fp16 and FLAGS.use_bf16:
     raise cli.InputError("--use_fp16 and --use_bf16 exclude each other: choose one")
-  parallel()
 
 
-def parallel():
-  """The run's tower_utils.ParallelSpec, checked, from --n_gpus, the speed and cluster flags.
-
-  This is where a process learns whether it is the chief of a multi-process run. One that is
-  not writes nothing into --output_dir: the flag is pointed at a private scratch directory
-  (removed at exit) for its feature caches, and --init_checkpoint is dropped (its weights come
-  from the chief). training.train ends such a process when training is done.
-  """
-  import tower_utils  # pylint: disable=g-import-not-at-top
-  from parallel import cluster  # pylint: disable=g-import-not-at-top
-  stages = cli.require_positive(FLAGS.pipeline_stages, "pipeline_stages")
-  if FLAGS.train_batch_size % cli.require_positive(FLAGS.num_micro_batches, "num_micro_batches"):
-    raise cli.InputError("--train_batch_size=%d is not a multiple of --num_micro_batches=%d: "
-                         "every micro-batch needs the same rows" %
-                         (FLAGS.train_batch_size, FLAGS.num_micro_batches))
-  run_cluster = cluster.resolve(FLAGS.worker_hosts, FLAGS.task_index, FLAGS.worker_port)
-  if FLAGS.placement == "inter_first":
-    return _inter_first_spec(run_cluster, stages)
-  if FLAGS.n_gpus % stages:
-    raise cli.InputError("--n_gpus=%s is not a multiple of --pipeline_stages=%d: every tower "
-                         "needs %d devices, one per stage" % (FLAGS.n_gpus, stages, stages))
-  spec = tower_utils.parallel_spec(
-      FLAGS.n_gpus // stages, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
-      run_cluster, FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches)
-  if not spec.cluster.is_chief and not _SCRATCH.get("dir") == FLAGS.output_dir:
-    _SCRATCH["dir"] = tempfile.mkdtemp(prefix="bert-mgpu-task%d-" % spec.cluster.rank)
-    atexit.register(shutil.rmtree, _SCRATCH["dir"], True)
-    logging.info("This process is %s of %d; the chief %s writes --output_dir=%s. This process "
-                 "caches its data in %s and takes its weights from the chief", spec.cluster
-                 .describe(), spec.cluster.num_workers, spec.cluster.describe(0),
-                 FLAGS.output_dir, _SCRATCH["dir"])
-    FLAGS.output_dir = _SCRATCH["dir"]
-    FLAGS.init_checkpoint = None
-  return spec
-
-
-_SCRATCH = {}
-
-
-def _inter_first_spec(run_cluster, stages):
-  """The spec of --placement=inter_first, in the chief; any other process serves, then exits.
-
-  The chief's graph holds every tower of the run (n_gpus * processes / stages of them), so to
-  the rest of the program it is one process with remote devices.
-  """
-  import tower_utils  # pylint: disable=g-import-not-at-top
-  from parallel import cluster  # pylint: disable=g-import-not-at-top
-  processes = len(run_cluster.tasks)
-  if processes < 2 or stages < 2:
-    raise cli.InputError("--placement=inter_first: expected several processes (--worker_hosts, "
-                         "TF_CONFIG or Slurm; found %d) and --pipeline_stages > 1 (found %d)" %
-                         (processes, stages))
-  if (FLAGS.n_gpus * processes) % stages:
-    raise cli.InputError("--placement=inter_first: %d processes x --n_gpus=%d devices are not "
-                         "a multiple of --pipeline_stages=%d" % (processes, FLAGS.n_gpus, stages))
-  config = tower_utils.session_config(FLAGS.n_gpus, cluster=run_cluster)
-  if not run_cluster.is_chief:
-    cluster.serve_chief_graph(run_cluster, config, FLAGS.collective_timeout_s)
-    sys.exit(0)
-  in_graph = run_cluster.in_graph_view()
-  if not _SCRATCH.get("serving"):
-    _SCRATCH["serving"] = True  # Start listening now: the others wait for the chief.
-    cluster.session_target(in_graph, tower_utils.session_config(FLAGS.n_gpus, cluster=in_graph))
-    atexit.register(cluster.release_tasks, in_graph, config)
-  return tower_utils.parallel_spec(
-      FLAGS.n_gpus * processes // stages, FLAGS.reduction, FLAGS.grad_accum_steps,
-      FLAGS.allreduce_pack_mb, in_graph, FLAGS.collective_timeout_s, stages,
-      FLAGS.num_micro_batches, placement="inter_first")
-
-
-def inference_parallel(n_towers=None):
-  """The ParallelSpec of eval and predict: this process only, the same pipeline stages.
-
-  Args:
-    n_towers: towers to spread each batch over (default: all of --n_gpus).
-  """
-  spec = parallel()
-  import tower_utils  # pylint: disable=g-import-not-at-top
-  if spec.placement == "inter_first":  # The chief's graph spans the processes' devices.
-    return spec._replace(n_towers=n_towers or spec.n_towers, accum_steps=1, num_micro_batches=1)
-  return tower_utils.parallel_spec(n_towers or spec.n_towers,
-                                   pipeline_stages=spec.pipeline_stages)
-
-
-def precision():
-  """"fp16", "bf16" or "fp32", from --use_fp16 / --use_bf16."""
-  if FLAGS.use_fp16:
-    return "fp16"
-  return "bf16" if FLAGS.use_bf16 else "fp32"
-
-
-def global_batch_size():
-  """Training examples per update: train_batch_size * n_gpus * processes * grad_accum_steps.
-
-  Scripts that derive num_train_steps from epochs divide by this, so global_step counts updates
-  of the effective batch.
-  """
-  spec = parallel()
-  return FLAGS.train_batch_size * spec.n_towers * spec.cluster.num_workers * spec.accum_steps
-
-
-def log_training_plan(num_examples, num_train_steps):
-  """Logs the examples, the effective batch and its factors, and the number of updates."""
-  spec = parallel()
-  logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d processes x "
-               "%d accumulation steps), %d steps *****", num_examples, global_batch_size(),
-               FLAGS.train_batch_size, spec.n_towers, spec.cluster.num_workers,
-               spec.accum_steps, num_train_steps)
-
-
-def require_output_dir():
-  """Checks the shared flags; --output_dir must be set and a writable directory; creates it.
-
-  Every run script calls this first, before any expensive work: a bad flag value, an output
-  path that is a file, a read-only filesystem or a parent without write permission is a
-  one-line error. Temporary files left by a killed run are removed.
-  """
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  if not FLAGS.output_dir:
-    raise cli.InputError("--output_dir is required")
-  tower_flag_checks()
-  path = FLAGS.output_dir
-  if "://" in path:  # A remote filesystem (gs://...): TensorFlow's file system checks it.
-    tf.io.gfile.makedirs(path)
-    return path
-  if os.path.exists(path) and not os.path.isdir(path):
-    raise cli.InputError("--output_dir=%s: is a file; expected a directory (or a path to "
-                         "create one)" % path)
-  probe = os.path.join(path, ".write-test-%d" % os.getpid())
-  try:
-    os.makedirs(path, exist_ok=True)
-    with open(probe, "w") as f:
-      f.write("ok")
-    os.remove(probe)
-  except OSError as e:
-    atomic_files.remove_quietly(probe)
-    raise cli.InputError("--output_dir=%s: cannot write there (%s); choose a writable "
-                         "directory" % (path, e.strerror))
-  atomic_files.remove_stale_temporaries(path)
-  return path
-
-
-def train_spec(num_train_steps, num_warmup_steps):
-  """A training.TrainSpec from the shared flags."""
+def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None):
+  """A training.TrainSpec from the run setup and the shared flags (max_seq_length: see
+  load_config_and_tokenizer)."""
   from engine import input_pipeline  # pylint: disable=g-import-not-at-top
   from engine import training  # pylint: disable=g-import-not-at-top
   return training.TrainSpec(
-      output_dir=FLAGS.output_dir,
-      parallel=parallel(),
+      output_dir=setup.output_dir,
+      parallel=setup.parallel,
       batch_size_per_tower=FLAGS.train_batch_size,
       num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps,
       learning_rate=FLAGS.learning_rate,
-      init_checkpoint=FLAGS.init_checkpoint,
+      init_checkpoint=setup.init_checkpoint,
       save_checkpoints_steps=FLAGS.save_checkpoints_steps,
       log_every_n_steps=FLAGS.log_every_n_steps,
       keep_checkpoint_max=FLAGS.keep_checkpoint_max,
       seed=FLAGS.random_seed,
-      precision=precision(),
+      precision=setup.precision,
       use_xla=FLAGS.use_xla,
       optimizer=FLAGS.optimizer,
       model_digest=input_pipeline.cache_key(
           input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
-          FLAGS.max_seq_length, FLAGS.do_lower_case))
+          max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case))
 
 
 def write_results(path, results):
   """Writes `key = value` lines (sorted by key), the stock eval_results.txt format."""
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  from absl import logging  # pylint: disable=g-import-not-at-top
   with tf.io.gfile.GFile(path, "w") as writer:
     logging.info("***** Results (%s) *****", path)
     for key in sorted(results):

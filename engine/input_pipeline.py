@@ -46,7 +46,7 @@ def record_dataset(input_files, name_to_features, batch_size, is_training, seed=
     batch_size: rows per batch (the global batch: all towers together).
     is_training: repeat forever, shuffle (files and records) and drop the last partial batch, so
       every batch splits evenly over the towers. Otherwise one pass in file order, keeping the
-      last partial batch (training.run_inference pads it).
+      last partial batch (inference.run_inference pads it).
     seed: shuffle seed; training passes a different one after a resume.
     shuffle_buffer: records held for shuffling.
     num_parallel_calls: batches parsed in parallel (default: tf.data autotune).
@@ -286,7 +286,7 @@ def sorted_windows(records, name_to_features, batch_size, window, num_parallel_c
   Each window of `window * batch_size` consecutive records is sorted by length and cut into
   batches; the last batch may be short. Every row carries its position in the input as
   INDEX_FEATURE, so the caller puts the outputs back in input order
-  (training.run_inference does).
+  (inference.run_inference does).
 
   Returns:
     dataset of dicts name -> Tensor [rows, ...] at the records' full length, plus

@@ -25,6 +25,7 @@ import tensorflow.compat.v1 as tf
 
 from core import atomic_files
 from core.errors import InputError
+from engine import checkpoints
 
 BEST_DIR = "best"
 BEST_RESULTS = "best_results.txt"
@@ -54,8 +55,7 @@ def read_results(path):
 
 def best_checkpoint(output_dir):
   """The checkpoint kept by --keep_best (output_dir/best/model.ckpt-N), or InputError."""
-  from engine import training  # pylint: disable=g-import-not-at-top  (training imports this module)
-  found = training.latest_checkpoint(os.path.join(output_dir, BEST_DIR))
+  found = checkpoints.latest_checkpoint(os.path.join(output_dir, BEST_DIR))
   if not found:
     raise InputError("--use_best_checkpoint: %s holds no checkpoint; train with "
                      "--keep_best --eval_every_n_steps=N first" %

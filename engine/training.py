@@ -1,4 +1,4 @@
-"""The training and inference loops shared by every run_*_mgpu.py script.
+"""The training loop shared by every run_*_mgpu.py script.
 
 A script supplies a `tower_fn(features, global_batch) -> (loss, outputs)` that builds its model
 for one tower, and an `input_fn(rows, seed, shard) -> tf.data.Dataset`. This module builds the
@@ -7,17 +7,14 @@ and runs the loop with a plain Session and Saver. Scripts never learn how many t
 processes there are: `global_batch` gives a tower the normaliser of a token-averaged loss, and
 `shard` names the part of the data this process reads (pass it to input_pipeline).
 
-Checkpoints. `tf.train.Saver` writes the data and index files of a checkpoint first and only then
-rewrites the `checkpoint` state file, itself through a temporary file and a rename. A run killed
-mid-save therefore leaves the previous checkpoint as the latest one, and a re-run restores it and
-continues from its global_step. Restoring takes the newest *intact* checkpoint
-(`latest_checkpoint`): one whose files are missing, truncated, fail their checksums or hold
-non-finite values is skipped with a warning naming it. A save happens only when every saved
-variable is finite; a non-finite loss stops the run (InputError) and leaves the last finite
-checkpoint as the latest, so a rerun with a lower learning rate resumes from good weights. A run
-stopped with Ctrl-C or SIGTERM (cli.Interrupted) saves the step it reached before exiting. Only
+Checkpoints (engine/checkpoints.py). A run resumes from the newest intact checkpoint of its
+output_dir and continues from its global_step. A save happens only when every saved variable is
+finite; a non-finite loss stops the run (InputError) and leaves the last finite checkpoint as
+the latest, so a rerun with a lower learning rate resumes from good weights. A run stopped with
+Ctrl-C or SIGTERM (core.errors.Interrupted) saves the step it reached before exiting. Only
 stock-named variables are saved (float32, also under --use_fp16/--use_bf16); allreduce replica
 copies, gradient accumulators and the loss scale are not (see tower_utils and optimization).
+Eval and predict run in engine/inference.py.
 
 Speed options (TrainSpec fields, from the shared flags): `precision` fp16 (dynamic loss scaling)
 or bf16 mixed precision, `use_xla`, `optimizer` (adamw / lamb), and `parallel`
@@ -29,11 +26,6 @@ share of step time spent waiting in each logging interval.
 """
 
 import collections
-import contextlib
-import glob
-import os
-import re
-import shutil
 import signal
 import sys
 import time
@@ -42,12 +34,13 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from core import atomic_files
 from core.errors import InputError
+from core import formatting
+from engine import checkpoints as checkpoint_lib
 from engine import cli
-from engine import input_pipeline
 import modeling
 import optimization
+from parallel import cluster
 import tower_utils
 
 _TRAIN_SPEC_FIELDS = [
@@ -198,162 +191,6 @@ def run_update(sess, train_graph, accum_steps, final_fetches):
   return results, float(np.mean(losses)), waited
 
 
-def checkpoint_exists(prefix):
-  """Whether `prefix` names a TF checkpoint (its .index file exists)."""
-  return bool(prefix) and tf.io.gfile.exists(prefix + ".index")
-
-
-def check_init_checkpoint(init_checkpoint):
-  """Raises InputError unless `init_checkpoint` is None or an existing checkpoint prefix."""
-  if init_checkpoint and not checkpoint_exists(init_checkpoint):
-    raise InputError("--init_checkpoint=%s: no checkpoint there (expected %s.index and data "
-                     "files, e.g. .../bert_model.ckpt)" % (init_checkpoint, init_checkpoint))
-
-
-def restore_from_init_checkpoint(init_checkpoint, savable_variables):
-  """Overrides the initializers of graph variables found in `init_checkpoint` (by exact name).
-
-  Args:
-    init_checkpoint: checkpoint prefix.
-    savable_variables: the stock-named variables of the graph (strategy.savable_variables()).
-
-  Raises InputError when a variable's shape differs from the checkpoint's, naming it: that means
-  bert_config_file (or the vocab) does not belong to the checkpoint.
-  """
-  # Model weights only, as in stock BERT: a checkpoint written by a training run also holds
-  # global_step and Adam slots, and restoring those would make a new run start at the old step.
-  trainable_names = {v.op.name for v in tf.trainable_variables()}
-  tvars = [v for v in savable_variables if v.op.name in trainable_names]
-  assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
-      tvars, init_checkpoint)
-  ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
-  by_name = {v.op.name: v for v in tvars}
-  for name in assignment_map:
-    graph_shape = by_name[name].shape.as_list()
-    if list(ckpt_shapes[name]) != graph_shape:
-      raise InputError(
-          "--init_checkpoint=%s: variable %s has shape %s there but %s in the model; does "
-          "--bert_config_file belong to this checkpoint?" %
-          (init_checkpoint, name, list(ckpt_shapes[name]), graph_shape))
-  tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
-  missing = [v.op.name for v in tvars if v.op.name not in initialized]
-  logging.info("Initialized %d of %d trainable variables from %s", len(tvars) - len(missing),
-               len(tvars), init_checkpoint)
-  for name in missing:
-    logging.info("  not in init_checkpoint (trained from scratch): %s", name)
-
-
-CHECKPOINT_NAME = "model.ckpt"
-
-
-def latest_checkpoint(output_dir):
-  """The newest intact checkpoint of output_dir (model.ckpt-<step>), or None.
-
-  Checkpoints are tried newest first, by step. One that cannot be read back whole (a missing or
-  truncated file, a checksum error, a non-finite value) is skipped with a warning naming it, so
-  a run resumes from, and evaluates, the newest good one.
-  """
-  if not output_dir or not tf.io.gfile.isdir(output_dir):
-    return None
-  for prefix in _checkpoints_newest_first(output_dir):
-    problem = _checkpoint_problem(prefix)
-    if problem is None:
-      return prefix
-    logging.warning("Checkpoint %s is broken (%s); falling back to the previous one", prefix,
-                    problem)
-  return None
-
-
-def has_checkpoint(output_dir):
-  """Whether output_dir holds any checkpoint file of a run (intact or not)."""
-  return bool(output_dir) and bool(_checkpoints_newest_first(output_dir))
-
-
-def _checkpoints_newest_first(output_dir):
-  """Prefixes of output_dir/model.ckpt-<step> (any file of theirs present), highest step first."""
-  steps = set()
-  pattern = re.compile(re.escape(CHECKPOINT_NAME) + r"-(\d+)\.(index|data-\d+-of-\d+|meta)$")
-  for name in tf.io.gfile.listdir(output_dir):
-    match = pattern.match(name)
-    if match:
-      steps.add(int(match.group(1)))
-  return [os.path.join(output_dir, "%s-%d" % (CHECKPOINT_NAME, step))
-          for step in sorted(steps, reverse=True)]
-
-
-_INTACT = {}  # prefix -> (size and mtime of its files, problem or None): each is read once.
-
-
-def _checkpoint_problem(prefix):
-  """Why the checkpoint at `prefix` cannot be used (a short string), or None when it is intact."""
-  files = sorted(tf.io.gfile.glob(prefix + ".*"))
-  stamp = tuple((f, os.path.getsize(f), os.path.getmtime(f)) for f in files
-                if os.path.exists(f))
-  if _INTACT.get(prefix, (None,))[0] != stamp:
-    _INTACT[prefix] = (stamp, _read_back(prefix))
-  return _INTACT[prefix][1]
-
-
-def _read_back(prefix):
-  """Reads every tensor of a checkpoint (TensorFlow checks each one's CRC); returns a problem."""
-  if not tf.io.gfile.exists(prefix + ".index"):
-    return "no .index file"
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-    for name, dtype in reader.get_variable_to_dtype_map().items():
-      value = reader.get_tensor(name)
-      if dtype.is_floating and not np.all(np.isfinite(value)):
-        return "non-finite values in %s" % name
-  except Exception as e:  # pylint: disable=broad-except  (OpError, IndexError, ... by damage)
-    return "%s: %s" % (type(e).__name__, cli.first_line(str(e), 200))
-  return None
-
-
-def check_checkpoint_fits(checkpoint, bert_config, what):
-  """Raises InputError when `checkpoint`'s BERT variables do not have the shapes of bert_config.
-
-  Args:
-    checkpoint: checkpoint prefix (an --init_checkpoint, or the latest of --output_dir).
-    bert_config: BertConfig of this run.
-    what: names the checkpoint in the message, e.g. "--init_checkpoint=...".
-  """
-  try:
-    saved = dict(tf.train.list_variables(checkpoint))
-  except (tf.errors.OpError, ValueError) as e:
-    raise InputError("%s: cannot read the checkpoint (%s)" % (what, cli.first_line(str(e))))
-  for name, shape in modeling.stock_variable_shapes(bert_config):
-    if name in saved and list(saved[name]) != list(shape):
-      raise InputError("%s: variable %s has shape %s there but %s under %s; does "
-                       "--bert_config_file belong to this checkpoint?" %
-                       (what, name, list(saved[name]), list(shape), _config_names(bert_config)))
-  layers = {int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, saved)
-            if m}
-  if layers and max(layers) + 1 != bert_config.num_hidden_layers:
-    raise InputError("%s has %d encoder layers but num_hidden_layers=%d in --bert_config_file; "
-                     "does the config belong to this checkpoint?" %
-                     (what, max(layers) + 1, bert_config.num_hidden_layers))
-
-
-def _config_names(bert_config):
-  return "vocab_size=%d, hidden_size=%d, intermediate_size=%d, max_position_embeddings=%d" % (
-      bert_config.vocab_size, bert_config.hidden_size, bert_config.intermediate_size,
-      bert_config.max_position_embeddings)
-
-
-def _remove_partial_checkpoints(output_dir):
-  """Removes what an interrupted or failed save left: TF's *tempstate*, _temp and .tmp files."""
-  leftovers = []
-  for pattern in ("*tempstate*", CHECKPOINT_NAME + "-*_temp*", CHECKPOINT_NAME + "-*.tmp*",
-                  "checkpoint.tmp*"):
-    leftovers += tf.io.gfile.glob(os.path.join(output_dir, pattern))
-  for path in leftovers:
-    logging.info("Removing %s (left by an unfinished checkpoint save)", path)
-    if os.path.isdir(path):
-      shutil.rmtree(path, ignore_errors=True)
-    else:
-      atomic_files.remove_quietly(path)
-
-
 class _StepLogger(object):
   """Logs step, loss, learning rate, examples/sec, ETA and input wait; writes them as summaries."""
 
@@ -391,7 +228,7 @@ class _StepLogger(object):
     wait_share = self._waited / elapsed
     logging.info("step %d/%d  loss %.4f  lr %.3e  %.1f examples/sec  ETA %s  input wait %.1f%% "
                  "of step time (%d of %d steps waited)", step, self._num_train_steps, mean_loss,
-                 learning_rate, examples_per_sec, _format_seconds(eta_seconds),
+                 learning_rate, examples_per_sec, formatting.format_seconds(eta_seconds),
                  100.0 * wait_share, self._updates_that_waited, self._updates)
     if self._writer is not None:
       if summary_proto is not None:
@@ -404,11 +241,6 @@ class _StepLogger(object):
     self._last_step, self._last_time, self._losses = step, now, []
     self._waited, self._updates_that_waited, self._updates = 0.0, 0, 0
     return examples_per_sec
-
-
-def _format_seconds(seconds):
-  seconds = int(max(seconds, 0))
-  return "%d:%02d:%02d" % (seconds // 3600, (seconds % 3600) // 60, seconds % 60)
 
 
 def train(tower_fn, input_fn, spec, periodic_eval=None):
@@ -436,10 +268,10 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
     dict with "global_step" and "loss" (of the last applied update).
   """
   tf.io.gfile.makedirs(spec.output_dir)
-  check_init_checkpoint(spec.init_checkpoint)
-  _remove_partial_checkpoints(spec.output_dir)
-  resume_from = latest_checkpoint(spec.output_dir)
-  resume_step = checkpoint_step(resume_from)
+  checkpoint_lib.check_init_checkpoint(spec.init_checkpoint)
+  checkpoint_lib.remove_partial_checkpoints(spec.output_dir)
+  resume_from = checkpoint_lib.latest_checkpoint(spec.output_dir)
+  resume_step = checkpoint_lib.checkpoint_step(resume_from)
   stopped = periodic_eval is not None and periodic_eval.patience_exhausted(resume_step)
   # The chief's facts win: only it has the checkpoints and best_results.txt.
   chiefs = tower_utils.join_processes(spec.parallel, _must_agree(spec, periodic_eval), {
@@ -473,7 +305,7 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
     train_graph = build_train_graph(tower_fn, features, spec)
     chief = train_graph.strategy.is_chief
     if start_step == 0 and spec.init_checkpoint and chief:
-      restore_from_init_checkpoint(spec.init_checkpoint,
+      checkpoint_lib.restore_from_init_checkpoint(spec.init_checkpoint,
                                    train_graph.strategy.savable_variables())
     tf.summary.scalar("loss", train_graph.loss)
     tf.summary.scalar("learning_rate", train_graph.learning_rate)
@@ -485,16 +317,16 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
                              max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
     init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
     consistency = train_graph.strategy.consistency_check()
-    finite = _all_finite(train_graph.strategy.savable_variables())
+    finite = checkpoint_lib.all_finite(train_graph.strategy.savable_variables())
     early_stop = _EarlyStop(periodic_eval, train_graph.strategy) if periodic_eval else None
     graph.finalize()
 
     writer = tf.summary.FileWriter(spec.output_dir, graph) if chief else None
-    checkpoints = _Checkpoints(saver if chief else None, spec.output_dir, finite, resume_from)
+    checkpoints = checkpoint_lib.Checkpoints(saver if chief else None, spec.output_dir, finite, resume_from)
     with tower_utils.new_session(parallel, spec.use_xla) as sess:
       sess.run(init_op)
       checkpoints.restore(sess)
-      with _peer_faults(parallel):
+      with cluster.peer_faults(parallel):
         sess.run(train_graph.sync_op)
         _check_consistent(sess, consistency, parallel, "start")
         result = _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer,
@@ -544,107 +376,6 @@ def _check_consistent(sess, consistency, parallel, when):
                        "%r)" % (when, low, high))
   logging.info("Weights identical in all %d processes at the %s of training (checksum %.17g)",
                parallel.cluster.num_workers, when, low)
-
-
-def _all_finite(variables):
-  """A bool Tensor: whether every value of the floating-point `variables` is finite."""
-  checks = [tf.reduce_all(tf.math.is_finite(v)) for v in variables
-            if v.dtype.base_dtype.is_floating]
-  return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
-
-
-def checkpoint_step(checkpoint):
-  """global_step stored in `checkpoint` (0 for None or a checkpoint without one)."""
-  if not checkpoint:
-    return 0
-  try:
-    return int(tf.train.load_variable(checkpoint, "global_step"))
-  except (tf.errors.NotFoundError, ValueError):
-    return 0
-
-
-class _Checkpoints(object):
-  """Restores and saves the run's checkpoints; does nothing in a process that is not the chief.
-
-  `latest` is the newest finite checkpoint of the run (None before the first): what a rerun
-  resumes from.
-  """
-
-  def __init__(self, saver, output_dir, finite, resume_from):
-    self._saver = saver
-    self._output_dir = output_dir
-    self._prefix = os.path.join(output_dir, CHECKPOINT_NAME)
-    self._finite = finite
-    self.latest = resume_from if saver else None
-
-  def restore(self, sess):
-    if self.latest:
-      logging.info("Resuming from %s", self.latest)
-      self._saver.restore(sess, self.latest)
-      state = _state_file_latest(self._output_dir)
-      if not state or os.path.normpath(state) != os.path.normpath(self.latest):
-        # Fell back past a broken checkpoint: stock tools reading the state file agree now.
-        tf.train.update_checkpoint_state(self._output_dir, os.path.basename(self.latest))
-
-  def save(self, sess, step):
-    """Saves the weights at `step` if they are finite; returns whether it saved (or is no chief)."""
-    if not self._saver:
-      return True
-    if not sess.run(self._finite):
-      return False
-    try:
-      saved = self._saver.save(sess, self._prefix, global_step=step)
-    except BaseException as e:
-      _remove_partial_checkpoints(self._output_dir)
-      fault = cli.machine_fault(e) if isinstance(e, (OSError, tf.errors.OpError)) else None
-      if fault:
-        raise InputError("saving %s-%d: %s; %s" % (self._prefix, step, fault, self.where()))
-      raise
-    self.latest = saved
-    logging.info("Saved %s", self.latest)
-    return True
-
-  def where(self):
-    """Names the latest checkpoint and its step, for messages."""
-    if not self.latest:
-      return "no checkpoint was saved"
-    return "the latest checkpoint is %s (step %d)" % (self.latest,
-                                                       checkpoint_step(self.latest))
-
-
-def _state_file_latest(output_dir):
-  """What output_dir's `checkpoint` state file names as latest (None if it cannot be read)."""
-  try:
-    return tf.train.latest_checkpoint(output_dir)
-  except Exception:  # pylint: disable=broad-except  (a damaged file: OpError, ParseError, ...)
-    return None
-
-
-@contextlib.contextmanager
-def _peer_faults(parallel):
-  """Turns a lost or silent peer process into a one-line InputError (multi-process runs)."""
-  try:
-    yield
-  except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
-          tf.errors.CancelledError, tf.errors.InternalError) as e:
-    if not parallel.cluster.tasks:
-      raise
-    who = _peer_named_in(str(e), parallel.cluster)
-    if isinstance(e, tf.errors.DeadlineExceededError):
-      why = "did not answer within --collective_timeout_s=%g s" % parallel.collective_timeout_s
-    else:
-      why = "dropped out (%s)" % type(e).__name__
-    raise InputError("%s %s; %s stops too. Relaunch every process to resume from the chief's "
-                     "latest checkpoint" % (who, why, parallel.cluster.describe()))
-
-
-def _peer_named_in(message, cluster):
-  """The other process a TensorFlow error message names ('task 1 (worker:1 at h:p)')."""
-  tasks = [(t.job, t.index) for t in cluster.tasks]
-  for job, index in re.findall(r"/job:(\w+)/replica:0/task:(\d+)", message):
-    if (job, int(index)) in tasks and tasks.index((job, int(index))) != cluster.rank:
-      return cluster.describe(tasks.index((job, int(index))))
-  return "another process"
 
 
 class _EarlyStop(object):
@@ -768,172 +499,3 @@ def _log_skipped_step(step, loss_scale, skips, checkpoints):
   return skips
 
 
-def find_checkpoint(output_dir, init_checkpoint):
-  """The checkpoint to evaluate or predict with: the latest in output_dir, else init_checkpoint."""
-  latest = latest_checkpoint(output_dir)
-  if latest:
-    return latest
-  if init_checkpoint:
-    check_init_checkpoint(init_checkpoint)
-    return init_checkpoint
-  raise InputError("no checkpoint to evaluate or predict with: %s has none and "
-                   "--init_checkpoint is not set (train first with --do_train)" % output_dir)
-
-
-def _check_checkpoint_has(checkpoint, variables):
-  """Raises InputError naming the variables of the model that `checkpoint` lacks."""
-  saved = dict(tf.train.list_variables(checkpoint))
-  missing = [v.op.name for v in variables if v.op.name not in saved]
-  if missing:
-    raise InputError(
-        "checkpoint %s lacks %d variable(s) of the model, e.g. %s: it was not trained for this "
-        "task (train with --do_train first, or point --output_dir at a trained model)" %
-        (checkpoint, len(missing), ", ".join(missing[:3])))
-
-
-def _pad_batch(features, global_batch_size):
-  """Pads every feature of a (possibly short) batch to global_batch_size rows.
-
-  Returns:
-    (padded features dict, is_real float Tensor [global_batch_size]: 1 for real rows).
-  """
-  first = next(iter(features.values()))
-  rows = tf.shape(first)[0]
-  padding = global_batch_size - rows
-  padded = {}
-  for name, t in features.items():
-    paddings = [[0, padding]] + [[0, 0]] * (t.shape.ndims - 1)
-    p = tf.pad(t, paddings)
-    p.set_shape([global_batch_size] + t.shape.as_list()[1:])
-    padded[name] = p
-  is_real = tf.pad(tf.ones([rows], tf.float32), [[0, padding]])
-  is_real.set_shape([global_batch_size])
-  return padded, is_real
-
-
-# run_inference logs its progress at most this often (seconds), and once at the end.
-INFERENCE_LOG_SECONDS = 30.0
-
-
-def _log_inference(what, done, total, start, final=False):
-  """Logs examples done (of total), examples/sec and ETA of an inference pass."""
-  elapsed = max(time.time() - start, 1e-9)
-  rate = done / elapsed
-  if final:
-    logging.info("%s: %d examples in %s (%.1f examples/sec)", what, done,
-                 _format_seconds(elapsed), rate)
-  elif total:
-    logging.info("%s: %d/%d examples  %.1f examples/sec  ETA %s", what, done, total, rate,
-                 _format_seconds((total - done) / max(rate, 1e-9)))
-  else:
-    logging.info("%s: %d examples  %.1f examples/sec", what, done, rate)
-
-
-def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower,
-                  num_examples=None, what="inference"):
-  """Runs the model over a finite dataset and returns every real example's outputs, in order.
-
-  The last batch is padded to the full global batch (so it splits evenly over the towers) and
-  the padding rows are dropped from the result: no crash, no lost example. Batches of rows
-  sorted by length (input_pipeline.sorted_windows) are put back in input order.
-
-  Args:
-    tower_fn: callable(features, GlobalBatch) -> (loss or None, outputs dict of Tensors
-      [rows, ...]), built with dropout off.
-    input_fn: callable(rows, seed, shard) -> finite tf.data.Dataset of feature dicts, in input
-      order, whose last batch may be short (shard is input_pipeline.WHOLE: every example).
-    checkpoint: checkpoint prefix to restore.
-    parallel: tower_utils.ParallelSpec of this process (towers, pipeline stages).
-    batch_size_per_tower: rows per tower per step.
-    num_examples: how many examples the dataset holds (for the ETA in the log), if known.
-    what: names the pass in the log ("eval", "predict").
-
-  Returns:
-    dict name -> numpy array [num_examples, ...], rows in input order.
-  """
-  spec = parallel
-  global_batch_size = batch_size_per_tower * spec.n_towers
-  graph = tf.Graph()
-  with graph.as_default():
-    with tf.device(tower_utils.input_device(spec)):
-      dataset = input_fn(global_batch_size, 0, input_pipeline.WHOLE)
-      features = tf.data.make_one_shot_iterator(dataset).get_next()
-      # Length-sorted batches (input_pipeline.sorted_windows) carry each row's input position.
-      index = features.pop(input_pipeline.INDEX_FEATURE, tf.zeros([0], tf.int64))
-      features, is_real = _pad_batch(features, global_batch_size)
-    towers = tower_utils.build_towers(tower_fn, features, spec, compute_gradients=False)
-    _check_checkpoint_has(checkpoint, tf.global_variables())
-    with tf.device(tower_utils.input_device(spec)):
-      saver = tf.train.Saver(tf.global_variables())
-    collected = collections.defaultdict(list)
-    with tower_utils.new_session(spec) as sess, _peer_faults(spec):
-      saver.restore(sess, checkpoint)
-      start = last_log = time.time()
-      done = 0
-      while True:
-        try:
-          outputs, real, positions = sess.run([towers.outputs, is_real, index])
-        except tf.errors.OutOfRangeError:
-          break
-        keep = real > 0.5
-        done += int(np.sum(keep))
-        collected[input_pipeline.INDEX_FEATURE].append(positions)
-        for name, value in outputs.items():
-          collected[name].append(value[keep])
-        if time.time() - last_log >= INFERENCE_LOG_SECONDS:
-          _log_inference(what, done, num_examples, start)
-          last_log = time.time()
-      _log_inference(what, done, num_examples, start, final=True)
-  positions = np.concatenate(collected.pop(input_pipeline.INDEX_FEATURE, [np.zeros([0])]))
-  order = np.argsort(positions, kind="stable") if len(positions) else slice(None)
-  return {name: np.concatenate(values, axis=0)[order] for name, values in collected.items()}
-
-
-EXPORT_DIR = "export"
-
-
-def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
-  """Exports the latest checkpoint of output_dir as output_dir/export/, like Google's releases.
-
-  Writes bert_model.ckpt with the model weights only (`bert/` and `cls/`, no Adam slot, no
-  global_step: fine-tuning from it starts at step 0 with fresh optimizer state),
-  bert_config.json, and vocab.txt (or the SentencePiece model). Pass the folder as BERT_DIR to
-  the fine-tuning scripts, or export/bert_model.ckpt as --init_checkpoint.
-
-  Returns:
-    the exported checkpoint prefix.
-  """
-  checkpoint = latest_checkpoint(output_dir)
-  export_dir = os.path.join(output_dir, EXPORT_DIR)
-  tf.io.gfile.makedirs(export_dir)
-  prefix = write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"))
-  with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as writer:
-    writer.write(bert_config.to_json_string())
-  if spm_model_file:
-    tf.io.gfile.copy(spm_model_file, os.path.join(export_dir, os.path.basename(spm_model_file)),
-                     overwrite=True)
-  elif vocab_file:
-    tf.io.gfile.copy(vocab_file, os.path.join(export_dir, "vocab.txt"), overwrite=True)
-  return prefix
-
-
-def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/")):
-  """Writes the weights of `checkpoint` under `scopes` (no Adam slot) to `prefix`.
-
-  Returns:
-    `prefix`.
-  """
-  reader = tf.train.load_checkpoint(checkpoint)
-  dtypes = reader.get_variable_to_dtype_map()
-  with tf.Graph().as_default():
-    variables = {name: tf.get_variable(name, shape, dtypes[name])
-                 for name, shape in tf.train.list_variables(checkpoint)
-                 if name.startswith(tuple(scopes))
-                 and not name.endswith(("/adam_m", "/adam_v"))}
-    saver = tf.train.Saver(variables)
-    with tf.Session() as sess:
-      for name, variable in variables.items():
-        variable.load(reader.get_tensor(name), sess)  # Fed, not baked into the graph as constants.
-      saver.save(sess, prefix, write_meta_graph=False)
-  logging.info("Exported the %d model weights of %s to %s", len(variables), checkpoint, prefix)
-  return prefix

@@ -26,6 +26,7 @@ one-line error naming the task.
 """
 
 import collections
+import contextlib
 import hashlib
 import json
 import os
@@ -433,3 +434,30 @@ def _reachable(address, seconds=2.0):
     except OSError:
       time.sleep(0.2)
   return False
+
+
+@contextlib.contextmanager
+def peer_faults(parallel):
+  """Turns a lost or silent peer process into a one-line InputError (multi-process runs)."""
+  try:
+    yield
+  except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
+          tf.errors.CancelledError, tf.errors.InternalError) as e:
+    if not parallel.cluster.tasks:
+      raise
+    who = _peer_named_in(str(e), parallel.cluster)
+    if isinstance(e, tf.errors.DeadlineExceededError):
+      why = "did not answer within --collective_timeout_s=%g s" % parallel.collective_timeout_s
+    else:
+      why = "dropped out (%s)" % type(e).__name__
+    raise InputError("%s %s; %s stops too. Relaunch every process to resume from the chief's "
+                     "latest checkpoint" % (who, why, parallel.cluster.describe()))
+
+
+def _peer_named_in(message, cluster):
+  """The other process a TensorFlow error message names ('task 1 (worker:1 at h:p)')."""
+  tasks = [(t.job, t.index) for t in cluster.tasks]
+  for job, index in re.findall(r"/job:(\w+)/replica:0/task:(\d+)", message):
+    if (job, int(index)) in tasks and tasks.index((job, int(index))) != cluster.rank:
+      return cluster.describe(tasks.index((job, int(index))))
+  return "another process"

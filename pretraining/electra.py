@@ -2,7 +2,7 @@
 
 The model is electra_model.Electra. This module gives it the interface of the trainer's other
 objective (the masked LM of run_pretraining_mgpu.py): a tower_fn for training.train and
-training.run_inference, the eval_results.txt metrics, and the predict.txt lines.
+inference.run_inference, the eval_results.txt metrics, and the predict.txt lines.
 """
 
 import os
@@ -11,11 +11,11 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from engine import training
+from engine import checkpoints
 from heads import pretraining as pretraining_model
 from pretraining import electra_model
 
-GENERATOR_EXPORT_DIR = os.path.join(training.EXPORT_DIR, "generator")
+GENERATOR_EXPORT_DIR = os.path.join(checkpoints.EXPORT_DIR, "generator")
 
 
 class ElectraObjective(object):
@@ -50,11 +50,11 @@ class ElectraObjective(object):
   def export(self, output_dir):
     """Writes the generator beside the discriminator's export/: export/generator/ holds
     generator.ckpt (generator/... plus the shared bert/embeddings/...) and generator_config.json.
-    export/ itself (training.export_model) holds only the discriminator's stock bert/ names.
+    export/ itself (checkpoints.export_model) holds only the discriminator's stock bert/ names.
     """
     export_dir = os.path.join(output_dir, GENERATOR_EXPORT_DIR)
     tf.io.gfile.makedirs(export_dir)
-    training.write_model_weights(training.latest_checkpoint(output_dir),
+    checkpoints.write_model_weights(checkpoints.latest_checkpoint(output_dir),
                                  os.path.join(export_dir, "generator.ckpt"),
                                  scopes=("generator/", "bert/embeddings/"))
     with tf.io.gfile.GFile(os.path.join(export_dir, "generator_config.json"), "w") as writer:
@@ -108,7 +108,7 @@ class ElectraObjective(object):
     recall and AUC on replaced tokens (threshold 0.5), its loss, and the total loss.
 
     Args:
-      outputs: dict of numpy arrays from training.run_inference.
+      outputs: dict of numpy arrays from inference.run_inference.
 
     Returns:
       dict of metric name -> number.

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Feature specs of BERT pretraining TFRecords, and detection of which kind a file holds.
+"""BERT pretraining TFRecords: their feature specs, which kind a file holds, and their input_fn.
 
 create_pretraining_data.py writes three layouts (L = max_seq_length, P = max_predictions_per_seq):
 
@@ -17,6 +17,7 @@ import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
 from engine import input_pipeline
+from pretraining import masking
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 STATIC_MASK_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
@@ -97,3 +98,76 @@ def _describe_layout(path, features):
     max_predictions_per_seq = len(features["masked_lm_positions"].int64_list.value)
   return dict(dynamic=dynamic, has_nsp=NSP_FEATURE in features, max_seq_length=max_seq_length,
               max_predictions_per_seq=max_predictions_per_seq)
+
+
+def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_examples=0):
+  """input_fn(rows, seed, shard) for training.train / inference.run_inference.
+
+  Args:
+    input_files: list of TFRecord paths.
+    fmt: dict(dynamic, has_nsp, max_seq_length, max_predictions_per_seq), as
+      run_pretraining_mgpu.record_format gives it.
+    is_training: shuffle and repeat (training), or one pass in file order (eval/predict).
+    masking_config: masking.MaskingConfig, required for dynamic records.
+    max_examples: read at most this many examples when not training (0: all).
+
+  Returns:
+    callable(rows, seed, shard) -> tf.data.Dataset of feature dicts, each Tensor [rows, ...]
+    (the last eval batch may be short), reading input_pipeline.Shard `shard` when training;
+    always with masked_lm_* features (made on the fly for dynamic records).
+  """
+  features_spec = name_to_features(
+      fmt["max_seq_length"], fmt["max_predictions_per_seq"], fmt["dynamic"], fmt["has_nsp"])
+
+  def input_fn(rows, seed, shard):
+    if is_training:
+      d = input_pipeline.record_dataset(input_files, features_spec, rows, True, seed=seed,
+                                        shard=shard)
+      if fmt["dynamic"]:
+        # Batch numbers keep growing over the endless dataset, so every pass over the data gets
+        # new masks; a resumed run starts from another seed (training.train adds the step).
+        d = d.enumerate().map(lambda i, f: apply_masks(f, masking_config, [seed, i]))
+      return d
+    d = tf.data.TFRecordDataset(input_files)
+    if max_examples:
+      d = d.take(max_examples)
+    d = d.map(lambda record: input_pipeline.decode_record(record, features_spec))
+    if fmt["dynamic"]:
+      # Eval masks are seeded per example, so every checkpoint, batch size and --n_gpus is
+      # scored on the same masked positions.
+      d = d.batch(1).enumerate().map(
+          lambda i, f: apply_masks(f, masking_config, [seed, i])).unbatch()
+    return d.batch(rows)
+
+  return input_fn
+
+
+def apply_masks(features, masking_config, seed):
+  """Masks a batch of dynamic records with masking.mask_batch (in numpy, on the input thread).
+
+  Args:
+    features: dict with unmasked input_ids int32 [B, L] and word_starts int32 [B, L].
+    masking_config: masking.MaskingConfig (strategy, masked_lm_prob, P, special ids).
+    seed: list of int scalars (Python or Tensor); the same seed gives the same masks.
+
+  Returns:
+    `features` with input_ids masked, word_starts dropped, and masked_lm_positions [B, P],
+    masked_lm_ids [B, P] (int32) and masked_lm_weights [B, P] (float32) added.
+  """
+  uses_words = masking_config.strategy != "token"
+
+  def _mask(input_ids, word_starts, seed_values):
+    return masking.mask_batch(input_ids, word_starts if uses_words else None, seed_values,
+                              masking_config)
+
+  seed = tf.stack([tf.cast(s, tf.int64) for s in seed])
+  features = dict(features)
+  word_starts = features.pop(WORD_STARTS_FEATURE)
+  masked = tf.numpy_function(_mask, [features["input_ids"], word_starts, seed],
+                             [tf.int32, tf.int32, tf.int32, tf.float32], stateful=False)
+  slots_shape = features["input_ids"].shape[:1].concatenate(
+      [masking_config.max_predictions_per_seq])
+  for name, tensor in zip(("input_ids",) + STATIC_MASK_FEATURES, masked):
+    tensor.set_shape(features["input_ids"].shape if name == "input_ids" else slots_shape)
+    features[name] = tensor
+  return features

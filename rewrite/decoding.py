@@ -454,7 +454,7 @@ def decode(bert_config, input_ids, input_mask, segment_ids, params):
 
 
 def make_decode_tower_fn(bert_config, params):
-  """tower_fn for training.run_inference: features -> (None, decode outputs)."""
+  """tower_fn for inference.run_inference: features -> (None, decode outputs)."""
 
   def tower_fn(features, global_batch):
     del global_batch  # Decoding has no loss to normalise.

@@ -185,7 +185,7 @@ def make_train_tower_fn(bert_config, max_target_length):
 
 
 def make_score_tower_fn(bert_config, max_target_length):
-  """tower_fn for training.run_inference scoring given targets (teacher forcing, no dropout).
+  """tower_fn for inference.run_inference scoring given targets (teacher forcing, no dropout).
 
   Outputs "log_likelihood" and "num_tokens", both [batch_size].
   """

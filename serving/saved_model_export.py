@@ -44,14 +44,14 @@ def define_flags():
         "tokenize. Vocab, bert_config and labels travel in its assets.")
 
 
-def _common_spec(task):
+def _common_spec(setup, task):
   """The spec fields of both tasks: checkpoint, model files and tokenization."""
   if FLAGS.spm_model_file:
     raise cli.InputError("--do_export supports WordPiece vocabularies (--vocab_file) only; "
                          "models tokenized with --spm_model_file cannot be exported")
   return {
       "task": task,
-      "checkpoint": os.path.abspath(common_flags.eval_checkpoint()),
+      "checkpoint": os.path.abspath(common_flags.eval_checkpoint(setup)),
       "bert_config_file": os.path.abspath(FLAGS.bert_config_file),
       "vocab_file": os.path.abspath(FLAGS.vocab_file),
       "do_lower_case": FLAGS.do_lower_case,
@@ -59,36 +59,37 @@ def _common_spec(task):
   }
 
 
-def export_classifier(label_list, examples):
+def export_classifier(setup, label_list, examples):
   """Exports run_classifier_mgpu.py's model; returns the SavedModel directory.
 
   Args:
+    setup: the run's run_setup.RunSetup (its output_dir and checkpoints).
     label_list: the task's labels (labels.txt order).
     examples: InputExamples of the task (test or dev): when they hold pairs, serving_default
       takes text_a and text_b, else text_a alone.
   """
-  spec = _common_spec("classifier")
+  spec = _common_spec(setup, "classifier")
   spec.update(labels=list(label_list), truncation=FLAGS.truncation,
               text_b=any(e.text_b is not None for e in examples))
-  return build(spec)
+  return build(setup.output_dir, spec)
 
 
-def export_rewriter():
+def export_rewriter(setup):
   """Exports run_rewrite_finetune.py's model and decoding flags; returns the directory."""
-  spec = _common_spec("rewriter")
+  spec = _common_spec(setup, "rewriter")
   spec.update(max_target_length=FLAGS.max_target_length,
               min_target_length=FLAGS.min_target_length, beam_size=FLAGS.beam_size,
               length_penalty=FLAGS.length_penalty,
               no_repeat_ngram_size=FLAGS.no_repeat_ngram_size)
-  return build(spec)
+  return build(setup.output_dir, spec)
 
 
-def build(spec):
+def build(output_dir, spec):
   """Runs build_saved_model.py on `spec`, then moves the result to output_dir/saved_model.
 
   A build stopped by bad input (the builder printed its `error:` line) exits with status 2.
   """
-  final_dir = os.path.join(FLAGS.output_dir, EXPORT_DIR)
+  final_dir = os.path.join(output_dir, EXPORT_DIR)
   building_dir = "%s.tmp-%d" % (final_dir, os.getpid())
   shutil.rmtree(building_dir, ignore_errors=True)
   spec = dict(spec, export_dir=building_dir)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from classifier import model as classifier_model
 from heads import pretraining as pretraining_model
 import modeling
-import run_classifier_mgpu
 import tokenization
 from script_runner import ENGLISH_VOCAB, assert_one_line_error, run_script, \
     write_tiny_bert_config
@@ -138,7 +138,7 @@ def _save_checkpoint(output_dir, build_heads):
 
 
 def _classifier_heads(config, input_ids, input_mask, segment_ids):
-  _, _, logits, _ = run_classifier_mgpu.create_model(
+  _, _, logits, _ = classifier_model.create_model(
       config, False, input_ids, input_mask, segment_ids, tf.zeros([3], tf.int32), 3)
   return {"logits": logits}
 

@@ -13,6 +13,7 @@ import tensorflow.compat.v1 as tf
 
 from classifier import data as classifier_data
 from core.errors import InputError
+from engine import checkpoints
 from engine import common_flags
 from engine import periodic_eval
 from engine import predict_input
@@ -226,10 +227,11 @@ def test_num_train_steps_replaces_the_epochs_when_given():
   FLAGS.unparse_flags()
   try:
     FLAGS(["run_classifier_mgpu.py", "--num_train_steps=7", "--warmup_proportion=0.5"])
-    assert common_flags.epoch_schedule(1000) == (7, 3)
+    assert common_flags.epoch_schedule(1000, global_batch_size=10) == (7, 3)
     FLAGS.unparse_flags()
-    FLAGS(["run_classifier_mgpu.py", "--num_train_epochs=2", "--train_batch_size=10"])
-    assert common_flags.epoch_schedule(100) == (20, 2)
+    FLAGS(["run_classifier_mgpu.py", "--num_train_epochs=2"])
+    assert common_flags.epoch_schedule(100, global_batch_size=10) == (20, 2)
+    assert common_flags.epoch_schedule(100, global_batch_size=40) == (5, 0)
   finally:
     FLAGS.unparse_flags()
 
@@ -241,7 +243,7 @@ def test_early_stopping_ends_training_with_the_checkpoint_saved_and_a_rerun_trai
   evaluated = []
 
   def evaluate(checkpoint):
-    step = training.checkpoint_step(checkpoint)
+    step = checkpoints.checkpoint_step(checkpoint)
     evaluated.append(step)
     return {"eval_loss": curve[step]}
 
@@ -251,7 +253,7 @@ def test_early_stopping_ends_training_with_the_checkpoint_saved_and_a_rerun_trai
                                             keep_best=True, patience=1)
   assert training.train(_tower_fn, _input_fn(), spec, make())["global_step"] == 6
   assert evaluated == [2, 4, 6]
-  assert training.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-6")
+  assert checkpoints.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-6")
   assert periodic_eval.best_checkpoint(str(tmp_path)).endswith("model.ckpt-4")
   with caplog.at_level("INFO"):
     assert training.train(_tower_fn, _input_fn(), spec, make())["global_step"] == 6

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+from classifier import model as classifier_model
+from engine import inference
 from engine import input_pipeline
-from engine import training
 import modeling
-import run_classifier_mgpu
 import tower_utils
 
 MAX_SEQ = 32
@@ -113,7 +113,7 @@ def classifier(tmp_path_factory):
                                max_position_embeddings=MAX_SEQ)
   with tf.Graph().as_default():
     ids = tf.zeros([1, MAX_SEQ], tf.int32)
-    run_classifier_mgpu.create_model(config, False, ids, ids, ids, tf.zeros([1], tf.int32), 3)
+    classifier_model.create_model(config, False, ids, ids, ids, tf.zeros([1], tf.int32), 3)
     tf.train.get_or_create_global_step()
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
@@ -132,7 +132,7 @@ def _predict(classifier, lengths, n_towers, batch_size):
     return input_pipeline.record_dataset([records], SPEC, rows, False, seed=seed, shard=shard,
                                          lengths=lengths)
 
-  return training.run_inference(run_classifier_mgpu.make_tower_fn(config, 3, False), input_fn,
+  return inference.run_inference(classifier_model.make_tower_fn(config, 3, False), input_fn,
                                 checkpoint, tower_utils.parallel_spec(n_towers), batch_size)
 
 

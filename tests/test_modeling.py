@@ -8,7 +8,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
-from engine import training
+from engine import checkpoints
 import modeling
 
 CONFIG = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
@@ -169,7 +169,7 @@ def test_stock_checkpoint_restores_and_forward_equals_numpy_reference(tmp_path):
   ids, mask, types = _inputs()
   with tf.Graph().as_default():
     model, placeholders = _build(cfg)
-    training.restore_from_init_checkpoint(prefix, tf.global_variables())
+    checkpoints.restore_from_init_checkpoint(prefix, tf.global_variables())
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       seq_out, pooled = sess.run(
@@ -202,7 +202,7 @@ def test_mismatched_checkpoint_shape_is_a_clear_error(tmp_path):
   with tf.Graph().as_default():
     _build(_config())
     with pytest.raises(InputError, match="word_embeddings has shape \\[50, 16\\]"):
-      training.restore_from_init_checkpoint(str(tmp_path / "c.ckpt"), tf.global_variables())
+      checkpoints.restore_from_init_checkpoint(str(tmp_path / "c.ckpt"), tf.global_variables())
 
 
 def test_gelu_is_the_tanh_form_of_the_released_models():

@@ -11,7 +11,7 @@ import modeling
 import optimization
 from parallel import cluster as cluster_lib
 from parallel import pipeline
-import run_pretraining_mgpu
+from pretraining import mlm
 from script_runner import CHINESE_VOCAB, assert_one_line_error, run_script, \
     write_tiny_bert_config
 from test_classifier import _make_task
@@ -42,7 +42,7 @@ _classifier_tower = classifier_tower_fn(CONFIG, NUM_LABELS)
 def _pretraining_tower():
   config = modeling.BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                **PRETRAINING_CONFIG)
-  return run_pretraining_mgpu.tower_fn_builder(config, True, is_training=True)
+  return mlm.tower_fn_builder(config, True, is_training=True)
 
 
 def _one_update(tower_fn, data, spec, start=None):

@@ -15,6 +15,8 @@ from engine import input_pipeline
 from heads import pretraining as pretraining_model
 import modeling
 from pretraining import masking
+from pretraining import mlm
+from pretraining import records as pretraining_records
 from pretraining import records as pretraining_records
 import run_pretraining_mgpu
 import pretraining_helpers
@@ -109,7 +111,7 @@ def _one_update(n_towers, batch, start_values=None):
   config = modeling.BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                **CONFIG)
   return pretraining_helpers.one_update(
-      run_pretraining_mgpu.tower_fn_builder(config, True, is_training=True), n_towers, batch,
+      mlm.tower_fn_builder(config, True, is_training=True), n_towers, batch,
       start_values)
 
 
@@ -147,7 +149,7 @@ def _dynamic_batches(data, is_training, batch_size, num_batches=None):
   fmt["max_predictions_per_seq"] = SLOTS
   config = masking.MaskingConfig.from_vocab({t: i for i, t in enumerate(VOCAB)},
                                             max_predictions_per_seq=SLOTS)
-  input_fn = run_pretraining_mgpu.input_fn_builder([data["dynamic_mlm"]], fmt, is_training,
+  input_fn = pretraining_records.input_fn_builder([data["dynamic_mlm"]], fmt, is_training,
                                                    config)
   with tf.Graph().as_default(), tf.Session() as sess:
     dataset = input_fn(batch_size, 3, input_pipeline.WHOLE)
@@ -299,11 +301,20 @@ def parse_flags():
   FLAGS.unparse_flags()
 
 
+def _setup(output_dir):
+  """A one-process, one-tower run_setup.RunSetup writing to `output_dir`."""
+  from engine import run_setup  # pylint: disable=g-import-not-at-top
+  import tower_utils  # pylint: disable=g-import-not-at-top
+  return run_setup.RunSetup(parallel=tower_utils.parallel_spec(1), output_dir=str(output_dir),
+                            init_checkpoint=None, precision="fp32", train_batch_size=8)
+
+
 def test_shape_flags_adopt_the_records_or_must_agree(data, parse_flags):
   parse_flags([])
   fmt = run_pretraining_mgpu.record_format([data["static"]], "input_file")
   assert (fmt["max_seq_length"], fmt["max_predictions_per_seq"]) == (SEQ, SLOTS)
-  assert FLAGS.max_seq_length == SEQ and fmt["has_nsp"] and not fmt["dynamic"]
+  assert fmt["has_nsp"] and not fmt["dynamic"]
+  assert FLAGS.max_seq_length == 128  # The flag's default: the records' shapes never go into FLAGS.
   parse_flags(["--max_predictions_per_seq=7"])
   with pytest.raises(InputError, match="--max_predictions_per_seq=7 but .*static.tfrecord"):
     run_pretraining_mgpu.record_format([data["static"]], "input_file")
@@ -319,7 +330,7 @@ def test_vocabulary_must_fit_the_config(data, tmp_path, parse_flags):
   fmt = run_pretraining_mgpu.record_format([data["static"]], "input_file")
   with pytest.raises(InputError, match="has %d entries but vocab_size=%d" %
                      (len(VOCAB) + 1, len(VOCAB))):
-    run_pretraining_mgpu.load_model(fmt)
+    run_pretraining_mgpu.load_model(_setup(tmp_path), fmt)
   # Records holding ids beyond the config's vocabulary were made with another vocabulary.
   small_config = modeling.BertConfig(**dict(CONFIG, vocab_size=8))
   with pytest.raises(InputError, match="static.tfrecord holds token id .* but vocab_size=8"):

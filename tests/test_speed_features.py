@@ -278,15 +278,19 @@ def test_xla_compiles_each_tower_forward_and_backward():
   assert config.graph_options.optimizer_options.global_jit_level == tf.OptimizerOptions.ON_1
 
 
-def test_speed_flags_reach_the_train_spec_and_the_global_batch():
+def test_speed_flags_reach_the_train_spec_and_the_global_batch(tmp_path):
   import run_classifier_mgpu  # pylint: disable=g-import-not-at-top,unused-import
+  from engine import run_setup  # pylint: disable=g-import-not-at-top
   args = ["--n_gpus=2", "--train_batch_size=8", "--grad_accum_steps=4", "--use_bf16",
-          "--use_xla", "--reduction=allreduce", "--optimizer=lamb", "--allreduce_pack_mb=8"]
+          "--use_xla", "--reduction=allreduce", "--optimizer=lamb", "--allreduce_pack_mb=8",
+          "--output_dir=%s" % tmp_path]
   FLAGS.unparse_flags()
   try:
     FLAGS(["run_classifier_mgpu.py"] + args)
-    assert common_flags.global_batch_size() == 64
-    spec = common_flags.train_spec(100, 10)
+    setup = run_setup.from_flags()
+    assert setup.global_batch_size == 64 and setup.is_chief
+    assert (setup.output_dir, setup.precision) == (str(tmp_path), "bf16")
+    spec = common_flags.train_spec(setup, 100, 10)
     assert (spec.precision, spec.use_xla, spec.parallel.reduction, spec.parallel.accum_steps,
             spec.optimizer, spec.parallel.pack_mb) == ("bf16", True, "allreduce", 4, "lamb", 8.0)
     assert spec.parallel.n_towers == 2 and spec.parallel.cluster.num_workers == 1

@@ -5,8 +5,8 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
+from engine import inference
 from engine import input_pipeline
-from engine import training
 import modeling
 import optimization
 import tower_utils
@@ -211,6 +211,6 @@ def test_inference_keeps_every_example_in_order_when_batches_do_not_divide():
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       saver.save(sess, prefix)
-  outputs = training.run_inference(tower_fn, input_fn, prefix,
+  outputs = inference.run_inference(tower_fn, input_fn, prefix,
                                    tower_utils.parallel_spec(n_towers), 2)
   np.testing.assert_array_equal(outputs["doubled"], 2.0 * np.arange(num_examples))

@@ -1,0 +1,328 @@
+"""Checkpoints of a run: finding the newest intact one, restoring, saving, exporting.
+
+A run's checkpoints are output_dir/model.ckpt-<step> with TensorFlow's `checkpoint` state file.
+`tf.train.Saver` writes the data and index files of a checkpoint first and only then rewrites
+the state file, itself through a temporary file and a rename, so a run killed mid-save leaves
+the previous checkpoint as the latest one. `latest_checkpoint` takes the newest *intact*
+checkpoint: one whose files are missing, truncated, fail their checksums or hold non-finite
+values is skipped with a warning naming it. `Checkpoints` saves only finite weights.
+
+export/ (`export_model`) holds the model weights only (`bert/`, `cls/`: no Adam slot, no
+global_step), bert_config.json and the vocabulary: laid out like Google's releases.
+"""
+
+import os
+import re
+import shutil
+
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from core import atomic_files
+from core.errors import InputError
+from engine import cli
+import modeling
+
+
+def checkpoint_exists(prefix):
+  """Whether `prefix` names a TF checkpoint (its .index file exists)."""
+  return bool(prefix) and tf.io.gfile.exists(prefix + ".index")
+
+
+def check_init_checkpoint(init_checkpoint):
+  """Raises InputError unless `init_checkpoint` is None or an existing checkpoint prefix."""
+  if init_checkpoint and not checkpoint_exists(init_checkpoint):
+    raise InputError("--init_checkpoint=%s: no checkpoint there (expected %s.index and data "
+                     "files, e.g. .../bert_model.ckpt)" % (init_checkpoint, init_checkpoint))
+
+
+def restore_from_init_checkpoint(init_checkpoint, savable_variables):
+  """Overrides the initializers of graph variables found in `init_checkpoint` (by exact name).
+
+  Args:
+    init_checkpoint: checkpoint prefix.
+    savable_variables: the stock-named variables of the graph (strategy.savable_variables()).
+
+  Raises InputError when a variable's shape differs from the checkpoint's, naming it: that means
+  bert_config_file (or the vocab) does not belong to the checkpoint.
+  """
+  # Model weights only, as in stock BERT: a checkpoint written by a training run also holds
+  # global_step and Adam slots, and restoring those would make a new run start at the old step.
+  trainable_names = {v.op.name for v in tf.trainable_variables()}
+  tvars = [v for v in savable_variables if v.op.name in trainable_names]
+  assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
+      tvars, init_checkpoint)
+  ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
+  by_name = {v.op.name: v for v in tvars}
+  for name in assignment_map:
+    graph_shape = by_name[name].shape.as_list()
+    if list(ckpt_shapes[name]) != graph_shape:
+      raise InputError(
+          "--init_checkpoint=%s: variable %s has shape %s there but %s in the model; does "
+          "--bert_config_file belong to this checkpoint?" %
+          (init_checkpoint, name, list(ckpt_shapes[name]), graph_shape))
+  tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
+  missing = [v.op.name for v in tvars if v.op.name not in initialized]
+  logging.info("Initialized %d of %d trainable variables from %s", len(tvars) - len(missing),
+               len(tvars), init_checkpoint)
+  for name in missing:
+    logging.info("  not in init_checkpoint (trained from scratch): %s", name)
+
+
+CHECKPOINT_NAME = "model.ckpt"
+
+
+def latest_checkpoint(output_dir):
+  """The newest intact checkpoint of output_dir (model.ckpt-<step>), or None.
+
+  Checkpoints are tried newest first, by step. One that cannot be read back whole (a missing or
+  truncated file, a checksum error, a non-finite value) is skipped with a warning naming it, so
+  a run resumes from, and evaluates, the newest good one.
+  """
+  if not output_dir or not tf.io.gfile.isdir(output_dir):
+    return None
+  for prefix in _checkpoints_newest_first(output_dir):
+    problem = _checkpoint_problem(prefix)
+    if problem is None:
+      return prefix
+    logging.warning("Checkpoint %s is broken (%s); falling back to the previous one", prefix,
+                    problem)
+  return None
+
+
+def has_checkpoint(output_dir):
+  """Whether output_dir holds any checkpoint file of a run (intact or not)."""
+  return bool(output_dir) and bool(_checkpoints_newest_first(output_dir))
+
+
+def _checkpoints_newest_first(output_dir):
+  """Prefixes of output_dir/model.ckpt-<step> (any file of theirs present), highest step first."""
+  steps = set()
+  pattern = re.compile(re.escape(CHECKPOINT_NAME) + r"-(\d+)\.(index|data-\d+-of-\d+|meta)$")
+  for name in tf.io.gfile.listdir(output_dir):
+    match = pattern.match(name)
+    if match:
+      steps.add(int(match.group(1)))
+  return [os.path.join(output_dir, "%s-%d" % (CHECKPOINT_NAME, step))
+          for step in sorted(steps, reverse=True)]
+
+
+_INTACT = {}  # prefix -> (size and mtime of its files, problem or None): each is read once.
+
+
+def _checkpoint_problem(prefix):
+  """Why the checkpoint at `prefix` cannot be used (a short string), or None when it is intact."""
+  files = sorted(tf.io.gfile.glob(prefix + ".*"))
+  stamp = tuple((f, os.path.getsize(f), os.path.getmtime(f)) for f in files
+                if os.path.exists(f))
+  if _INTACT.get(prefix, (None,))[0] != stamp:
+    _INTACT[prefix] = (stamp, _read_back(prefix))
+  return _INTACT[prefix][1]
+
+
+def _read_back(prefix):
+  """Reads every tensor of a checkpoint (TensorFlow checks each one's CRC); returns a problem."""
+  if not tf.io.gfile.exists(prefix + ".index"):
+    return "no .index file"
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for name, dtype in reader.get_variable_to_dtype_map().items():
+      value = reader.get_tensor(name)
+      if dtype.is_floating and not np.all(np.isfinite(value)):
+        return "non-finite values in %s" % name
+  except Exception as e:  # pylint: disable=broad-except  (OpError, IndexError, ... by damage)
+    return "%s: %s" % (type(e).__name__, cli.first_line(str(e), 200))
+  return None
+
+
+def check_checkpoint_fits(checkpoint, bert_config, what):
+  """Raises InputError when `checkpoint`'s BERT variables do not have the shapes of bert_config.
+
+  Args:
+    checkpoint: checkpoint prefix (an --init_checkpoint, or the latest of --output_dir).
+    bert_config: BertConfig of this run.
+    what: names the checkpoint in the message, e.g. "--init_checkpoint=...".
+  """
+  try:
+    saved = dict(tf.train.list_variables(checkpoint))
+  except (tf.errors.OpError, ValueError) as e:
+    raise InputError("%s: cannot read the checkpoint (%s)" % (what, cli.first_line(str(e))))
+  for name, shape in modeling.stock_variable_shapes(bert_config):
+    if name in saved and list(saved[name]) != list(shape):
+      raise InputError("%s: variable %s has shape %s there but %s under %s; does "
+                       "--bert_config_file belong to this checkpoint?" %
+                       (what, name, list(saved[name]), list(shape), _config_names(bert_config)))
+  layers = {int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, saved)
+            if m}
+  if layers and max(layers) + 1 != bert_config.num_hidden_layers:
+    raise InputError("%s has %d encoder layers but num_hidden_layers=%d in --bert_config_file; "
+                     "does the config belong to this checkpoint?" %
+                     (what, max(layers) + 1, bert_config.num_hidden_layers))
+
+
+def _config_names(bert_config):
+  return "vocab_size=%d, hidden_size=%d, intermediate_size=%d, max_position_embeddings=%d" % (
+      bert_config.vocab_size, bert_config.hidden_size, bert_config.intermediate_size,
+      bert_config.max_position_embeddings)
+
+
+def remove_partial_checkpoints(output_dir):
+  """Removes what an interrupted or failed save left: TF's *tempstate*, _temp and .tmp files."""
+  leftovers = []
+  for pattern in ("*tempstate*", CHECKPOINT_NAME + "-*_temp*", CHECKPOINT_NAME + "-*.tmp*",
+                  "checkpoint.tmp*"):
+    leftovers += tf.io.gfile.glob(os.path.join(output_dir, pattern))
+  for path in leftovers:
+    logging.info("Removing %s (left by an unfinished checkpoint save)", path)
+    if os.path.isdir(path):
+      shutil.rmtree(path, ignore_errors=True)
+    else:
+      atomic_files.remove_quietly(path)
+
+
+def all_finite(variables):
+  """A bool Tensor: whether every value of the floating-point `variables` is finite."""
+  checks = [tf.reduce_all(tf.math.is_finite(v)) for v in variables
+            if v.dtype.base_dtype.is_floating]
+  return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+
+
+def checkpoint_step(checkpoint):
+  """global_step stored in `checkpoint` (0 for None or a checkpoint without one)."""
+  if not checkpoint:
+    return 0
+  try:
+    return int(tf.train.load_variable(checkpoint, "global_step"))
+  except (tf.errors.NotFoundError, ValueError):
+    return 0
+
+
+class Checkpoints(object):
+  """Restores and saves the run's checkpoints; does nothing in a process that is not the chief.
+
+  `latest` is the newest finite checkpoint of the run (None before the first): what a rerun
+  resumes from.
+  """
+
+  def __init__(self, saver, output_dir, finite, resume_from):
+    self._saver = saver
+    self._output_dir = output_dir
+    self._prefix = os.path.join(output_dir, CHECKPOINT_NAME)
+    self._finite = finite
+    self.latest = resume_from if saver else None
+
+  def restore(self, sess):
+    if self.latest:
+      logging.info("Resuming from %s", self.latest)
+      self._saver.restore(sess, self.latest)
+      state = _state_file_latest(self._output_dir)
+      if not state or os.path.normpath(state) != os.path.normpath(self.latest):
+        # Fell back past a broken checkpoint: stock tools reading the state file agree now.
+        tf.train.update_checkpoint_state(self._output_dir, os.path.basename(self.latest))
+
+  def save(self, sess, step):
+    """Saves the weights at `step` if they are finite; returns whether it saved (or is no chief)."""
+    if not self._saver:
+      return True
+    if not sess.run(self._finite):
+      return False
+    try:
+      saved = self._saver.save(sess, self._prefix, global_step=step)
+    except BaseException as e:
+      remove_partial_checkpoints(self._output_dir)
+      fault = cli.machine_fault(e) if isinstance(e, (OSError, tf.errors.OpError)) else None
+      if fault:
+        raise InputError("saving %s-%d: %s; %s" % (self._prefix, step, fault, self.where()))
+      raise
+    self.latest = saved
+    logging.info("Saved %s", self.latest)
+    return True
+
+  def where(self):
+    """Names the latest checkpoint and its step, for messages."""
+    if not self.latest:
+      return "no checkpoint was saved"
+    return "the latest checkpoint is %s (step %d)" % (self.latest,
+                                                       checkpoint_step(self.latest))
+
+
+def _state_file_latest(output_dir):
+  """What output_dir's `checkpoint` state file names as latest (None if it cannot be read)."""
+  try:
+    return tf.train.latest_checkpoint(output_dir)
+  except Exception:  # pylint: disable=broad-except  (a damaged file: OpError, ParseError, ...)
+    return None
+
+
+def find_checkpoint(output_dir, init_checkpoint):
+  """The checkpoint to evaluate or predict with: the latest in output_dir, else init_checkpoint."""
+  latest = latest_checkpoint(output_dir)
+  if latest:
+    return latest
+  if init_checkpoint:
+    check_init_checkpoint(init_checkpoint)
+    return init_checkpoint
+  raise InputError("no checkpoint to evaluate or predict with: %s has none and "
+                   "--init_checkpoint is not set (train first with --do_train)" % output_dir)
+
+
+def check_checkpoint_has(checkpoint, variables):
+  """Raises InputError naming the variables of the model that `checkpoint` lacks."""
+  saved = dict(tf.train.list_variables(checkpoint))
+  missing = [v.op.name for v in variables if v.op.name not in saved]
+  if missing:
+    raise InputError(
+        "checkpoint %s lacks %d variable(s) of the model, e.g. %s: it was not trained for this "
+        "task (train with --do_train first, or point --output_dir at a trained model)" %
+        (checkpoint, len(missing), ", ".join(missing[:3])))
+
+
+EXPORT_DIR = "export"
+
+
+def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
+  """Exports the latest checkpoint of output_dir as output_dir/export/, like Google's releases.
+
+  Writes bert_model.ckpt with the model weights only (`bert/` and `cls/`, no Adam slot, no
+  global_step: fine-tuning from it starts at step 0 with fresh optimizer state),
+  bert_config.json, and vocab.txt (or the SentencePiece model). Pass the folder as BERT_DIR to
+  the fine-tuning scripts, or export/bert_model.ckpt as --init_checkpoint.
+
+  Returns:
+    the exported checkpoint prefix.
+  """
+  checkpoint = latest_checkpoint(output_dir)
+  export_dir = os.path.join(output_dir, EXPORT_DIR)
+  tf.io.gfile.makedirs(export_dir)
+  prefix = write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"))
+  with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as writer:
+    writer.write(bert_config.to_json_string())
+  if spm_model_file:
+    tf.io.gfile.copy(spm_model_file, os.path.join(export_dir, os.path.basename(spm_model_file)),
+                     overwrite=True)
+  elif vocab_file:
+    tf.io.gfile.copy(vocab_file, os.path.join(export_dir, "vocab.txt"), overwrite=True)
+  return prefix
+
+
+def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/")):
+  """Writes the weights of `checkpoint` under `scopes` (no Adam slot) to `prefix`.
+
+  Returns:
+    `prefix`.
+  """
+  reader = tf.train.load_checkpoint(checkpoint)
+  dtypes = reader.get_variable_to_dtype_map()
+  with tf.Graph().as_default():
+    variables = {name: tf.get_variable(name, shape, dtypes[name])
+                 for name, shape in tf.train.list_variables(checkpoint)
+                 if name.startswith(tuple(scopes))
+                 and not name.endswith(("/adam_m", "/adam_v"))}
+    saver = tf.train.Saver(variables)
+    with tf.Session() as sess:
+      for name, variable in variables.items():
+        variable.load(reader.get_tensor(name), sess)  # Fed, not baked into the graph as constants.
+      saver.save(sess, prefix, write_meta_graph=False)
+  logging.info("Exported the %d model weights of %s to %s", len(variables), checkpoint, prefix)
+  return prefix

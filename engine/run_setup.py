@@ -1,0 +1,187 @@
+"""The run's setup: built once from the flags at start-up, then passed down. Nothing writes FLAGS.
+
+`from_flags()` is the first thing a run script's main does after checking its own mode flags.
+It checks the shared flags (one `error:` line for a bad value, before any expensive work),
+checks and creates --output_dir, and asks the one question of a multi-process run -- "am I the
+chief?" -- through the parallel spec. The answer decides where this process writes and what it
+restores:
+
+  the chief       output_dir = --output_dir, init_checkpoint = --init_checkpoint
+  another process output_dir = a private scratch directory (its feature caches; removed at
+                  exit), init_checkpoint = None (its weights come from the chief's broadcast)
+
+Everything after start-up reads these fields (`setup.output_dir`, `setup.init_checkpoint`),
+never FLAGS.output_dir or FLAGS.init_checkpoint, and never rebuilds the parallel spec.
+
+| field | what |
+| --- | --- |
+| parallel | tower_utils.ParallelSpec: towers, reduction, accumulation, processes, stages |
+| output_dir | where this process writes (see above) |
+| init_checkpoint | the checkpoint this process initialises from, or None |
+| precision | "fp32", "fp16" or "bf16", from --use_fp16 / --use_bf16 |
+| train_batch_size | --train_batch_size: rows per tower per micro-step |
+"""
+
+import atexit
+import collections
+import os
+import shutil
+import sys
+import tempfile
+
+from absl import flags
+from absl import logging
+
+from core import atomic_files
+from core.errors import InputError
+from engine import cli
+from engine import common_flags
+from parallel import cluster
+import tower_utils
+
+FLAGS = flags.FLAGS
+
+
+class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "init_checkpoint",
+                                                   "precision", "train_batch_size"])):
+  """What a run learned from its flags at start-up (see the module docstring)."""
+
+  @property
+  def is_chief(self):
+    """Whether this process writes the run's checkpoints, summaries and results."""
+    return self.parallel.cluster.is_chief
+
+  @property
+  def global_batch_size(self):
+    """Training examples per update: train_batch_size * towers * processes * accumulation.
+
+    Scripts that derive num_train_steps from epochs divide by this, so global_step counts
+    updates of the effective batch.
+    """
+    spec = self.parallel
+    return self.train_batch_size * spec.n_towers * spec.cluster.num_workers * spec.accum_steps
+
+  def inference_parallel(self, n_towers=None):
+    """The ParallelSpec of eval and predict: this process only, the same pipeline stages.
+
+    Args:
+      n_towers: towers to spread each batch over (default: all of this run's towers).
+    """
+    spec = self.parallel
+    if spec.placement == "inter_first":  # The chief's graph spans the processes' devices.
+      return spec._replace(n_towers=n_towers or spec.n_towers, accum_steps=1, num_micro_batches=1)
+    return tower_utils.parallel_spec(n_towers or spec.n_towers,
+                                     pipeline_stages=spec.pipeline_stages)
+
+  def log_training_plan(self, num_examples, num_train_steps):
+    """Logs the examples, the effective batch and its factors, and the number of updates."""
+    spec = self.parallel
+    logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d processes "
+                 "x %d accumulation steps), %d steps *****", num_examples,
+                 self.global_batch_size, self.train_batch_size, spec.n_towers,
+                 spec.cluster.num_workers, spec.accum_steps, num_train_steps)
+
+
+def from_flags():
+  """The RunSetup of this process, from the flags; checks them first (InputError).
+
+  A process that is not the chief of a multi-process run gets a scratch output_dir (removed at
+  exit) and no init_checkpoint. Under --placement=inter_first a process that is not the chief
+  serves the chief's graph here and exits.
+  """
+  if not FLAGS.output_dir:
+    raise InputError("--output_dir is required")
+  common_flags.tower_flag_checks()
+  spec = _parallel_spec()
+  _require_output_dir()
+  output_dir, init_checkpoint = FLAGS.output_dir, FLAGS.init_checkpoint
+  if not spec.cluster.is_chief:
+    output_dir = tempfile.mkdtemp(prefix="bert-mgpu-task%d-" % spec.cluster.rank)
+    atexit.register(shutil.rmtree, output_dir, True)
+    init_checkpoint = None
+    logging.info("This process is %s of %d; the chief %s writes --output_dir=%s. This process "
+                 "caches its data in %s and takes its weights from the chief",
+                 spec.cluster.describe(), spec.cluster.num_workers, spec.cluster.describe(0),
+                 FLAGS.output_dir, output_dir)
+  return RunSetup(parallel=spec, output_dir=output_dir, init_checkpoint=init_checkpoint,
+                  precision=_precision(), train_batch_size=FLAGS.train_batch_size)
+
+
+def _precision():
+  """"fp16", "bf16" or "fp32", from --use_fp16 / --use_bf16."""
+  if FLAGS.use_fp16:
+    return "fp16"
+  return "bf16" if FLAGS.use_bf16 else "fp32"
+
+
+def _require_output_dir():
+  """--output_dir must be a writable directory; creates it.
+
+  A bad flag value, an output path that is a file, a read-only filesystem or a parent without
+  write permission is a one-line error. Temporary files left by a killed run are removed.
+  """
+  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+  path = FLAGS.output_dir
+  if "://" in path:  # A remote filesystem (gs://...): TensorFlow's file system checks it.
+    tf.io.gfile.makedirs(path)
+    return
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise InputError("--output_dir=%s: is a file; expected a directory (or a path to "
+                     "create one)" % path)
+  probe = os.path.join(path, ".write-test-%d" % os.getpid())
+  try:
+    os.makedirs(path, exist_ok=True)
+    with open(probe, "w") as f:
+      f.write("ok")
+    os.remove(probe)
+  except OSError as e:
+    atomic_files.remove_quietly(probe)
+    raise InputError("--output_dir=%s: cannot write there (%s); choose a writable "
+                     "directory" % (path, e.strerror))
+  atomic_files.remove_stale_temporaries(path)
+
+
+def _parallel_spec():
+  """The run's tower_utils.ParallelSpec, checked, from --n_gpus, the speed and cluster flags."""
+  stages = cli.require_positive(FLAGS.pipeline_stages, "pipeline_stages")
+  if FLAGS.train_batch_size % cli.require_positive(FLAGS.num_micro_batches, "num_micro_batches"):
+    raise InputError("--train_batch_size=%d is not a multiple of --num_micro_batches=%d: "
+                     "every micro-batch needs the same rows" %
+                     (FLAGS.train_batch_size, FLAGS.num_micro_batches))
+  run_cluster = cluster.resolve(FLAGS.worker_hosts, FLAGS.task_index, FLAGS.worker_port)
+  if FLAGS.placement == "inter_first":
+    return _inter_first_spec(run_cluster, stages)
+  if FLAGS.n_gpus % stages:
+    raise InputError("--n_gpus=%s is not a multiple of --pipeline_stages=%d: every tower "
+                     "needs %d devices, one per stage" % (FLAGS.n_gpus, stages, stages))
+  return tower_utils.parallel_spec(
+      FLAGS.n_gpus // stages, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
+      run_cluster, FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches)
+
+
+def _inter_first_spec(run_cluster, stages):
+  """The spec of --placement=inter_first, in the chief; any other process serves, then exits.
+
+  The chief's graph holds every tower of the run (n_gpus * processes / stages of them), so to
+  the rest of the program it is one process with remote devices.
+  """
+  processes = len(run_cluster.tasks)
+  if processes < 2 or stages < 2:
+    raise InputError("--placement=inter_first: expected several processes (--worker_hosts, "
+                     "TF_CONFIG or Slurm; found %d) and --pipeline_stages > 1 (found %d)" %
+                     (processes, stages))
+  if (FLAGS.n_gpus * processes) % stages:
+    raise InputError("--placement=inter_first: %d processes x --n_gpus=%d devices are not "
+                     "a multiple of --pipeline_stages=%d" % (processes, FLAGS.n_gpus, stages))
+  config = tower_utils.session_config(FLAGS.n_gpus, cluster=run_cluster)
+  if not run_cluster.is_chief:
+    cluster.serve_chief_graph(run_cluster, config, FLAGS.collective_timeout_s)
+    sys.exit(0)
+  in_graph = run_cluster.in_graph_view()
+  # Start listening now: the others wait for the chief.
+  cluster.session_target(in_graph, tower_utils.session_config(FLAGS.n_gpus, cluster=in_graph))
+  atexit.register(cluster.release_tasks, in_graph, config)
+  return tower_utils.parallel_spec(
+      FLAGS.n_gpus * processes // stages, FLAGS.reduction, FLAGS.grad_accum_steps,
+      FLAGS.allreduce_pack_mb, in_graph, FLAGS.collective_timeout_s, stages,
+      FLAGS.num_micro_batches, placement="inter_first")
