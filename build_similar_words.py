@@ -27,8 +27,8 @@ from absl import logging
 
 from core import atomic_files
 from core.errors import InputError
-import create_pretraining_data
 from engine import cli
+from pretraining import corpus
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -75,7 +75,7 @@ def import_gensim():
 def word_splitter(segmenter_name, do_lower_case):
   """callable(line) -> list of words, split as the masking splits them."""
   basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
-  segment = create_pretraining_data.make_segmenter(segmenter_name)
+  segment = corpus.make_segmenter(segmenter_name)
 
   def split(line):
     words = []
@@ -85,7 +85,7 @@ def word_splitter(segmenter_name, do_lower_case):
       piece = piece.strip()
       if not piece:
         continue
-      if segment and create_pretraining_data.has_cjk(piece):
+      if segment and corpus.has_cjk(piece):
         words.append(piece.lower() if do_lower_case else piece)
       else:
         words.extend(basic.tokenize(piece))
@@ -160,15 +160,15 @@ def run(**options):
       raise InputError("--%s is required" % name)
   for name in ("top_k", "min_count", "vector_size", "window", "epochs", "workers"):
     cli.require_positive(opts[name], name)
-  if opts["chinese_word_segmenter"] not in create_pretraining_data.SEGMENTER_CHOICES:
+  if opts["chinese_word_segmenter"] not in corpus.SEGMENTER_CHOICES:
     raise InputError("--chinese_word_segmenter=%s: expected one of %s" % (
-        opts["chinese_word_segmenter"], "|".join(create_pretraining_data.SEGMENTER_CHOICES)))
+        opts["chinese_word_segmenter"], "|".join(corpus.SEGMENTER_CHOICES)))
   output_dir = os.path.dirname(os.path.abspath(opts["output_file"]))
   if not os.path.isdir(output_dir):
     raise InputError("--output_file=%s: directory %s does not exist" %
                      (opts["output_file"], output_dir))
   word2vec = import_gensim()
-  input_files = create_pretraining_data.expand_input_files(opts["input_file"])
+  input_files = cli.expand_files(opts["input_file"], "input_file")
   count_pieces = piece_counter(opts["vocab_file"], opts["do_lower_case"])
 
   start = time.time()

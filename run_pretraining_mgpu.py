@@ -107,32 +107,6 @@ flags.DEFINE_float(
     "disc_weight", electra_model.DEFAULT_DISC_WEIGHT,
     "--objective=electra: loss = generator masked-LM loss + disc_weight x discriminator loss.")
 
-def resolve_input_files(spec, flag_name):
-  """The files named by a comma-separated list of paths, globs and directories.
-
-  Returns:
-    sorted list of file paths, without duplicates.
-
-  Raises:
-    InputError: when nothing matches, naming the flag and its value.
-  """
-  files = set()
-  for part in (spec or "").split(","):
-    part = part.strip()
-    if not part:
-      continue
-    if tf.io.gfile.isdir(part):
-      # Hidden files and sub-directories (e.g. checkpoints beside the data) are not records.
-      files.update(os.path.join(part, name) for name in tf.io.gfile.listdir(part)
-                   if not name.startswith(".")
-                   and not tf.io.gfile.isdir(os.path.join(part, name)))
-    else:
-      files.update(tf.io.gfile.glob(part))
-  if not files:
-    raise cli.InputError("--%s=%s: no files match" % (flag_name, spec))
-  return sorted(files)
-
-
 def record_format(files, flag_name):
   """What the records in `files` hold, reconciled with the shape flags.
 
@@ -255,9 +229,9 @@ def main(_):
 
   if FLAGS.do_eval or FLAGS.do_predict:  # Checked before training, used after it.
     eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"
-    eval_files = resolve_input_files(getattr(FLAGS, eval_flag), eval_flag)
+    eval_files = cli.expand_files(getattr(FLAGS, eval_flag), eval_flag)
   if FLAGS.do_train:
-    train_files = resolve_input_files(FLAGS.input_file, "input_file")
+    train_files = cli.expand_files(FLAGS.input_file, "input_file")
     fmt = record_format(train_files, "input_file")
     bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
     check_vocab_matches(bert_config, train_files)

@@ -201,7 +201,9 @@ def read_inputs():
     path = cli.require_file(FLAGS.rank_file, "rank_file")
     inputs["rank"] = (path, rewrite_data.read_rank_tsv(path))
   if FLAGS.do_pretrain_rewrite:
-    inputs["corpus"] = (rewrite_data.expand_corpus_files(FLAGS.corpus_file), None)
+    if not FLAGS.corpus_file:
+      raise cli.InputError("--corpus_file is required with --do_pretrain_rewrite")
+    inputs["corpus"] = (cli.expand_files(FLAGS.corpus_file, "corpus_file"), None)
   return inputs
 
 

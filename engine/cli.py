@@ -18,6 +18,7 @@
 """
 
 import errno
+import glob
 import os
 import select
 import signal
@@ -45,6 +46,40 @@ def require_file(path, flag_name):
   if not os.path.isfile(path):
     raise InputError("--%s=%s: no such file" % (flag_name, path))
   return path
+
+
+def expand_files(spec, flag_name):
+  """The files that a flag's comma-separated paths, glob patterns and directories name.
+
+  A directory gives its files (not hidden ones, not sub-directories). Paths with "://" (gs://,
+  hdfs://) go through TensorFlow's file system, imported only then. Each part's matches are
+  sorted; the parts keep their order; a file named twice is kept once.
+
+  Returns:
+    list of file paths.
+
+  Raises:
+    InputError: an empty flag, or a part that matches no file (named with the flag).
+  """
+  files = []
+  for part in [p.strip() for p in (spec or "").split(",") if p.strip()]:
+    if "://" in part:
+      import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
+      isdir, listdir, glob_fn, isfile = (tf.io.gfile.isdir, tf.io.gfile.listdir,
+                                         tf.io.gfile.glob, lambda p: not tf.io.gfile.isdir(p))
+    else:
+      isdir, listdir, glob_fn, isfile = os.path.isdir, os.listdir, glob.glob, os.path.isfile
+    if isdir(part):
+      matches = [os.path.join(part, name) for name in listdir(part)
+                 if not name.startswith(".") and isfile(os.path.join(part, name))]
+    else:
+      matches = [path for path in glob_fn(part) if isfile(path)]
+    if not matches:
+      raise InputError("--%s=%s: no file matches %s" % (flag_name, spec, part))
+    files.extend(path for path in sorted(matches) if path not in files)
+  if not files:
+    raise InputError("--%s is required" % flag_name)
+  return files
 
 
 def require_positive(value, flag_name):

@@ -15,7 +15,6 @@ Rewrite pretraining (`make_pretraining_pairs`) turns plain text into the same ki
 """
 
 import collections
-import glob
 
 from absl import logging
 import tensorflow.compat.v1 as tf
@@ -215,19 +214,6 @@ def ids_to_text(tokenizer, ids, sep_id):
   if sep_id in ids:
     ids = ids[:ids.index(sep_id)]
   return tokenization.detokenize(tokenizer.convert_ids_to_tokens([i for i in ids if i != 0]))
-
-
-def expand_corpus_files(spec):
-  """Comma-separated paths or glob patterns -> sorted list of files; InputError if none."""
-  files = []
-  for pattern in [p.strip() for p in (spec or "").split(",") if p.strip()]:
-    matches = sorted(glob.glob(pattern))
-    if not matches:
-      raise InputError("--corpus_file: %s matches no file" % pattern)
-    files.extend(matches)
-  if not files:
-    raise InputError("--corpus_file is required with --do_pretrain_rewrite")
-  return files
 
 
 def read_passages(paths, tokenizer, max_tokens):

@@ -11,7 +11,9 @@ import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
 import create_pretraining_data as cpd
+from pretraining import corpus
 from pretraining import masking
+from pretraining import record_writer
 from pretraining import records as pretraining_records
 import tokenization
 from script_runner import assert_one_line_error, run_script
@@ -194,7 +196,7 @@ def test_jieba_word_starts_follow_jieba_words(tmp_path):
   import jieba  # pylint: disable=g-import-not-at-top
   lines = [u"中华人民共和国最高人民法院再审决定书", u"原审被告人张某某犯挪用资金罪，上诉被驳回。",
            u"这款水喷一下就会缓解很多，以后都在考拉上买。"]
-  featurizer = cpd.Featurizer(cpd.Options(vocab_file=_CHINESE_VOCAB, masking="whole_word",
+  featurizer = corpus.Featurizer(cpd.Options(vocab_file=_CHINESE_VOCAB, masking="whole_word",
                                           chinese_word_segmenter="jieba"))
   for line in lines:
     ids, starts = featurizer.sentence(line)
@@ -204,9 +206,9 @@ def test_jieba_word_starts_follow_jieba_words(tmp_path):
     assert len(ids) == len(expected)
     assert starts == expected, (line, jieba.lcut(line))
   # The same boundaries reach dynamic records.
-  corpus = tmp_path / "zh.txt"
-  corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
-  _, outputs = _run(tmp_path, str(corpus), dynamic_masking=True, dupe_factor=1,
+  corpus_file = tmp_path / "zh.txt"
+  corpus_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  _, outputs = _run(tmp_path, str(corpus_file), dynamic_masking=True, dupe_factor=1,
                     chinese_word_segmenter="jieba", short_seq_prob=0.0)
   example = _examples(outputs)[0]
   assert example["word_starts"][0] == 1 and sum(example["word_starts"]) < sum(
@@ -284,7 +286,7 @@ def test_bad_inputs_raise_input_error(tmp_path, monkeypatch):
   good = _english_corpus(tmp_path / "en.txt", 3)
   cases = [
       (dict(input_file=_write(tmp_path, "empty.txt", "\n\n  \n")), r"empty\.txt: empty corpus"),
-      (dict(input_file=str(tmp_path / "nothing*.txt")), r"no file matches .*nothing\*\.txt"),
+      (dict(input_file=str(tmp_path / "nothing*.txt")), r"--input_file=.*: no file matches .*nothing\*\.txt"),
       (dict(input_file=_write(tmp_path, "tiny.txt", u"好\n")),
        r"tiny\.txt: no document is long enough to make an instance: 1 document\(s\), the "
        r"longest has 1 token\(s\), an instance needs a document of at least 2"),
@@ -322,12 +324,12 @@ def test_cli_error_is_one_line_with_exit_code_2(tmp_path):
 
 
 def test_tfrecord_framing_is_read_back_by_tensorflow(tmp_path):
-  crc32c = cpd.Crc32c()
+  crc32c = record_writer.Crc32c()
   assert crc32c(b"123456789") == 0xE3069283  # The CRC-32C check value.
   rng = np.random.default_rng(0)
   records = [rng.bytes(n) for n in (0, 1, 3, 4, 5, 900, 4095, 4096, 4097, 4099, 10000)]
   path = str(tmp_path / "framing.tfrecord")
-  writer = cpd.TFRecordFile(path, crc32c)
+  writer = record_writer.TFRecordFile(path, crc32c)
   for record in records:
     writer.write(record)
   writer.close()

@@ -11,12 +11,12 @@ import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
 import create_pretraining_data
+from engine import cli
 from engine import input_pipeline
 from heads import pretraining as pretraining_model
 import modeling
 from pretraining import masking
 from pretraining import mlm
-from pretraining import records as pretraining_records
 from pretraining import records as pretraining_records
 import run_pretraining_mgpu
 import pretraining_helpers
@@ -199,12 +199,12 @@ def test_dynamic_eval_masks_do_not_depend_on_batch_size(data):
 
 
 def test_input_file_forms_and_no_match(data, tmp_path):
-  resolve = run_pretraining_mgpu.resolve_input_files
+  resolve = cli.expand_files
   root = str(data["root"])
   assert resolve(data["static"] + "," + data["static"], "input_file") == [data["static"]]
   assert data["static"] in resolve(os.path.join(root, "*.tfrecord"), "input_file")
   assert data["dynamic_mlm"] in resolve(root, "input_file")
-  with pytest.raises(InputError, match="--input_file=.*nothing.*no files match"):
+  with pytest.raises(InputError, match="--input_file=.*nothing.*: no file matches .*nothing"):
     resolve(str(tmp_path / "nothing*.tfrecord"), "input_file")
 
 
