@@ -156,7 +156,7 @@ def _fail(message):
 def main(argv=None):
   args = parse_args(argv)
   import finetune_side_by_side  # pylint: disable=g-import-not-at-top
-  import convert_hf_checkpoint  # pylint: disable=g-import-not-at-top
+  from serving import huggingface  # pylint: disable=g-import-not-at-top
   hf_dir = args.model_dir or finetune_side_by_side.default_model_dir()
   train_file = os.path.join(args.data_dir, "train.tsv")
   if not os.path.isfile(train_file):
@@ -166,7 +166,7 @@ def main(argv=None):
       _fail("--model_dir=%s: no %s (expected a Hugging Face BERT directory)" % (hf_dir, name))
   batches = fixed_batches(args, os.path.join(hf_dir, "vocab.txt"))  # before the conversion
   with tempfile.TemporaryDirectory() as ours_dir:
-    convert_hf_checkpoint.convert(hf_dir, ours_dir)
+    huggingface.hf_to_bert(hf_dir, ours_dir)
     with open(os.path.join(ours_dir, "bert_config.json")) as f:
       hidden = json.load(f)["hidden_size"]
     init = classifier_init(len(hf_finetune.TASKS[args.task].labels), hidden)

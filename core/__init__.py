@@ -2,4 +2,5 @@
 
 - `errors.py`: `InputError` (the user can fix it: one `error:` line, exit 2) and `Interrupted`.
 - `atomic_files.py`: files that appear whole or not at all (write to a temporary, then rename).
+- `formatting.py`: durations as H:MM:SS for every progress line.
 """

@@ -1,9 +1,14 @@
-"""The engine every feature shares: flags, the training and inference loops, input, run files.
+"""The engine every feature shares: flags, the run setup, the training and inference loops, input.
 
-- `cli.py`: the boundary where failures become one `error:` line and an exit status.
+- `cli.py`: the boundary where failures become one `error:` line and an exit status; the one
+  file-glob helper (`expand_files`).
 - `tf_env.py`: environment TensorFlow reads on import; entry scripts import it first.
 - `common_flags.py`: the flags the run scripts share (stock google-research/bert names).
-- `training.py`: the training loop (towers, accumulation, checkpoints, resume, early stop).
+- `run_setup.py`: the RunSetup built once from the flags at start-up (parallel spec, chief or
+  not, where this process writes, what it restores, precision, global batch).
+- `training.py`: the training loop (towers, accumulation, resume, divergence, early stop).
+- `checkpoints.py`: the newest intact checkpoint, restore, finite-only saves, export/.
+- `inference.py`: eval and predict over every tower, outputs back in input order.
 - `input_pipeline.py`: TFRecord datasets, length-aware batching, cache keys.
 - `periodic_eval.py`: evaluation during training, the best checkpoint, early stopping.
 - `predict_input.py`: --predict_file / --predict_output for any file or stdin.

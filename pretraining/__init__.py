@@ -1,11 +1,16 @@
-"""Pretraining objectives and their data, behind run_pretraining_mgpu.py and create_pretraining_data.py.
+"""Pretraining: objectives and their data, behind run_pretraining_mgpu.py and create_pretraining_data.py.
 
-- `masking.py`: masked-LM masking (token, whole-word, n-gram; MacBERT-style replacement), used
-  offline by create_pretraining_data.py and at train time (dynamic masking).
+Objectives (peers with one interface: tower_fn_builder, evaluation_metrics, prediction_lines):
+- `mlm.py`: BERT's masked LM (+ next-sentence prediction).
+- `electra.py` with `electra_model.py`: ELECTRA's replaced-token detection.
+
+Data:
+- `records.py`: the TFRecord layouts (static, static without NSP, dynamic), their detection and
+  their input_fn (dynamic masking at train time).
+- `masking.py`: masked-LM masking (token, whole-word, n-gram; MacBERT-style replacement).
 - `similar_words.py`: the similar-word table of MacBERT-style replacement.
-- `records.py`: the TFRecord layouts (static, static without NSP, dynamic) and their detection.
-- `electra_model.py`: ELECTRA's generator and discriminator on BERT's variables.
-- `electra.py`: the ELECTRA objective (tower function, metrics, predict lines).
+- `corpus.py`, `instances.py`, `record_writer.py`: raw text -> documents and chunks -> NSP or
+  packed instances -> TFRecords, the library behind create_pretraining_data.py (no TensorFlow).
 
 Imports the engine and the model layer only.
 """

@@ -1,8 +1,12 @@
-"""Serving: a trained run as a SavedModel that takes raw text, behind --do_export and build_saved_model.py.
+"""Serving: a trained run as a SavedModel that takes raw text, and as a Hugging Face model.
 
-- `saved_model_export.py`: --do_export; collects the run's spec and calls build_saved_model.py.
+- `saved_model_export.py`: --do_export; collects the run's spec and runs build_saved_model.py.
 - `graph_tokenizer.py`: BERT's WordPiece tokenizer (and detokenizer) as TensorFlow ops.
 - `graph_features.py`: the run scripts' truncation and packing as TensorFlow ops.
+- `huggingface.py`: Hugging Face BERT <-> stock checkpoints (convert_hf_checkpoint.py and
+  convert_to_hf.py are its command lines).
 
-Imports the engine and the model layer only.
+Imports the engine and the model layer only. The SavedModel modules themselves live in the root
+tool build_saved_model.py, because they join two features' graphs (classifier/model.py and
+rewrite/decoding.py) and features never import each other.
 """

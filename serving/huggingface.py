@@ -1,0 +1,302 @@
+"""Hugging Face BERT <-> stock BERT checkpoints: names, layouts, configs and safetensors.
+
+`hf_to_bert` (convert_hf_checkpoint.py) reads a Hugging Face BERT (model.safetensors +
+config.json) and writes `bert_model.ckpt.*`, `bert_config.json` and `vocab.txt` under the names
+and layouts of Google's released checkpoints, so run_*_mgpu.py and stock BERT load it.
+`bert_to_hf` (convert_to_hf.py) is the mirror: a checkpoint of this project (or a Google BERT)
+becomes a transformers BertModel / BertForMaskedLM / BertForPreTraining /
+BertForSequenceClassification directory (config.json, model.safetensors, tokenizer files).
+
+Linear weights are transposed (torch stores [out, in], BERT's `kernel` is [in, out]); LayerNorm
+weight/bias are gamma/beta; output_weights [num_labels, hidden] is already [out, in]. The
+safetensors format (an 8-byte header length, a JSON header, raw little-endian tensors) is read
+and written here, so neither torch nor the safetensors package is needed. A Hugging Face BERT
+converted both ways gives the same tensors bit for bit. modeling.py's "gelu" is the tanh
+approximation, transformers' "gelu_new". Optimizer slots and global_step are left out.
+"""
+
+import json
+import os
+import re
+import shutil
+import struct
+
+from absl import logging
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+from engine import checkpoints
+from engine import cli
+import modeling
+import tokenization
+
+
+_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+                       "BF16": None}
+
+
+_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "hidden_act", "hidden_dropout_prob",
+                "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+                "initializer_range")
+
+
+# Hugging Face activation names -> modeling.py's. Its "gelu" is the tanh approximation of the
+# released BERT models: transformers' "gelu_new" (and "gelu_pytorch_tanh", "gelu_fast") exactly;
+# transformers' "gelu" is the exact erf form, which differs by under 1e-3 anywhere (in 100
+# updates of all-MiniLM-L6-v2 the losses drift apart by 2e-3: benchmarks/update_parity.py).
+_STOCK_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                      "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+
+
+def read_safetensors(path):
+  """Returns {name: numpy array} for every tensor of a .safetensors file."""
+  with open(path, "rb") as f:
+    header_len = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(header_len))
+    data = f.read()
+  tensors = {}
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    start, end = info["data_offsets"]
+    raw = data[start:end]
+    if info["dtype"] == "BF16":
+      # bfloat16 is the top half of a float32.
+      as_u16 = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+      array = as_u16.view(np.float32)
+    elif info["dtype"] in _SAFETENSORS_DTYPES:
+      array = np.frombuffer(raw, dtype=np.dtype(_SAFETENSORS_DTYPES[info["dtype"]]).newbyteorder("<"))
+    else:
+      raise cli.InputError("%s: tensor %s has unsupported dtype %s" % (path, name, info["dtype"]))
+    tensors[name] = array.reshape(info["shape"]).astype(
+        np.float32 if array.dtype.kind == "f" else array.dtype)
+  return tensors
+
+
+def hf_name_to_stock(name):
+  """Maps a Hugging Face BERT parameter name to (stock name, transpose?), or None to skip it."""
+  name = re.sub(r"^bert\.", "", name)
+  if name.endswith("position_ids") or not (name.startswith("embeddings.") or
+                                            name.startswith("encoder.") or
+                                            name.startswith("pooler.")):
+    return None
+  transpose = False
+  name = re.sub(r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/", name)
+  name = name.replace("embeddings.word_embeddings.weight", "embeddings/word_embeddings")
+  name = name.replace("embeddings.position_embeddings.weight", "embeddings/position_embeddings")
+  name = name.replace("embeddings.token_type_embeddings.weight",
+                      "embeddings/token_type_embeddings")
+  if name.endswith("LayerNorm.weight"):
+    name = name[:-len("weight")] + "gamma"
+  elif name.endswith("LayerNorm.bias"):
+    name = name[:-len("bias")] + "beta"
+  elif name.endswith(".weight"):
+    name = name[:-len("weight")] + "kernel"
+    transpose = True
+  return "bert/" + name.replace(".", "/"), transpose
+
+
+def hf_to_bert(hf_model_dir, output_dir):
+  """Writes the stock checkpoint, config and vocab; returns the number of variables written."""
+  weights_path = cli.require_file(os.path.join(hf_model_dir, "model.safetensors"),
+                                  "hf_model_dir (model.safetensors)")
+  config_path = cli.require_file(os.path.join(hf_model_dir, "config.json"),
+                                 "hf_model_dir (config.json)")
+  with open(config_path, encoding="utf-8") as f:
+    hf_config = json.load(f)
+  if hf_config.get("position_embedding_type", "absolute") != "absolute":
+    raise cli.InputError("%s: position_embedding_type=%s; BERT has absolute positions only" %
+                         (config_path, hf_config["position_embedding_type"]))
+  config = {k: hf_config[k] for k in _CONFIG_KEYS if k in hf_config}
+  if "hidden_act" in config:
+    act = config["hidden_act"]
+    if act not in _STOCK_ACTIVATIONS:
+      raise cli.InputError("%s: hidden_act=%s; expected one of %s" %
+                           (config_path, act, ", ".join(sorted(_STOCK_ACTIVATIONS))))
+    config["hidden_act"] = _STOCK_ACTIVATIONS[act]
+  tf.io.gfile.makedirs(output_dir)
+  with open(os.path.join(output_dir, "bert_config.json"), "w") as f:
+    json.dump(config, f, indent=2)
+  vocab_path = os.path.join(hf_model_dir, "vocab.txt")
+  if os.path.isfile(vocab_path):
+    shutil.copyfile(vocab_path, os.path.join(output_dir, "vocab.txt"))
+
+  tensors = read_safetensors(weights_path)
+  graph = tf.Graph()
+  with graph.as_default():
+    variables = []
+    for hf_name, value in sorted(tensors.items()):
+      mapped = hf_name_to_stock(hf_name)
+      if mapped is None:
+        logging.info("skipping %s", hf_name)
+        continue
+      stock_name, transpose = mapped
+      value = value.T if transpose else value
+      variables.append(tf.Variable(value.astype(np.float32), name=stock_name))
+    global_step = tf.train.get_or_create_global_step()
+    saver = tf.train.Saver(variables + [global_step])
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      saver.save(sess, os.path.join(output_dir, "bert_model.ckpt"), write_meta_graph=False)
+  logging.info("Wrote %d variables to %s", len(variables),
+               os.path.join(output_dir, "bert_model.ckpt"))
+  return len(variables)
+
+
+# modeling.py activation names -> transformers' (ACT2FN) names of the same function.
+_HF_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh"}
+
+
+_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                   "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+
+_CLASSIFIER = ("output_weights", "output_bias")
+
+
+def stock_name_to_hf(name, prefix):
+  """Maps a stock BERT variable name to (Hugging Face name, transpose?), or None to skip it.
+
+  The inverse of convert_hf_checkpoint.hf_name_to_stock, plus the heads.
+  """
+  if name.endswith(("/adam_m", "/adam_v")) or name == "global_step":
+    return None
+  if name in _CLASSIFIER:
+    return "classifier." + ("weight" if name == "output_weights" else "bias"), False
+  if name == "cls/seq_relationship/output_weights":
+    return "cls.seq_relationship.weight", False
+  if name == "cls/predictions/output_bias":
+    return "cls.predictions.bias", False
+  transpose = name.endswith("/kernel")
+  hf_name = name.replace("/layer_", "/layer/").replace("/", ".")
+  for stock, hf in (("kernel", "weight"), ("gamma", "weight"), ("beta", "bias"),
+                    ("output_bias", "bias")):
+    if hf_name.endswith("." + stock):
+      hf_name = hf_name[:-len(stock)] + hf
+  if hf_name.startswith("bert.embeddings.") and not hf_name.startswith(
+      "bert.embeddings.LayerNorm"):
+    hf_name += ".weight"
+  if hf_name.startswith("bert."):
+    return prefix + hf_name[len("bert."):], transpose
+  if hf_name.startswith("cls."):
+    return hf_name, transpose
+  return None
+
+
+def write_safetensors(path, tensors):
+  """Writes {name: numpy array} as a .safetensors file (header, then raw little-endian data).
+
+  The layout read by convert_hf_checkpoint.read_safetensors: an 8-byte header length, a JSON
+  header of dtype, shape and data offsets per tensor, padded with spaces to 8 bytes, the data.
+  """
+  dtypes = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
+            np.dtype(np.int64): "I64", np.dtype(np.int32): "I32"}
+  header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
+  for name in sorted(tensors):
+    array = np.ascontiguousarray(tensors[name])
+    data = array.astype(array.dtype.newbyteorder("<")).tobytes()
+    header[name] = {"dtype": dtypes[array.dtype], "shape": list(array.shape),
+                    "data_offsets": [offset, offset + len(data)]}
+    chunks.append(data)
+    offset += len(data)
+  header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
+  header_bytes += b" " * (-len(header_bytes) % 8)
+  with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(header_bytes)))
+    f.write(header_bytes)
+    for chunk in chunks:
+      f.write(chunk)
+
+
+def resolve_checkpoint(path):
+  """A checkpoint prefix from --checkpoint (a prefix, or a directory's latest checkpoint)."""
+  if path and os.path.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+      return latest
+    raise cli.InputError("--checkpoint=%s: the directory holds no checkpoint" % path)
+  if not checkpoints.checkpoint_exists(path):
+    raise cli.InputError("--checkpoint=%s: no checkpoint there (expected a prefix such as "
+                         "out/model.ckpt-1000 with its .index file, or a run's output_dir)" %
+                         path)
+  return path
+
+
+def read_labels(labels_file, num_labels):
+  """The label names of a classifier with num_labels outputs (see --labels_file)."""
+  if not labels_file or not os.path.isfile(labels_file):
+    logging.info("No labels file; naming the %d classes LABEL_<i>", num_labels)
+    return ["LABEL_%d" % i for i in range(num_labels)]
+  with open(labels_file, encoding="utf-8") as f:
+    labels = [line.rstrip("\n") for line in f if line.strip()]
+  if len(labels) != num_labels:
+    raise cli.InputError("%s has %d labels but the checkpoint's classifier has %d outputs" %
+                         (labels_file, len(labels), num_labels))
+  return labels
+
+
+def hf_config(bert_config, names, labels):
+  """The config.json dict of transformers' BertConfig for a checkpoint with these variables."""
+  if bert_config.hidden_act not in _HF_ACTIVATIONS:
+    raise cli.InputError("hidden_act=%s has no transformers equivalent" % bert_config.hidden_act)
+  if "output_weights" in names:
+    architecture = "BertForSequenceClassification"
+  elif "cls/seq_relationship/output_weights" in names:
+    architecture = "BertForPreTraining"
+  elif "cls/predictions/output_bias" in names:
+    architecture = "BertForMaskedLM"
+  else:
+    architecture = "BertModel"
+  config = dict(bert_config.to_dict(), architectures=[architecture], model_type="bert",
+                hidden_act=_HF_ACTIVATIONS[bert_config.hidden_act], layer_norm_eps=1e-12,
+                pad_token_id=0, position_embedding_type="absolute", torch_dtype="float32")
+  if labels:
+    config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+    config["label2id"] = {label: i for i, label in enumerate(labels)}
+  return config
+
+
+def bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_file, output_dir):
+  """Writes the Hugging Face model of `checkpoint`; returns the number of tensors written."""
+  bert_config = modeling.BertConfig.from_json_file(
+      cli.require_file(bert_config_file, "bert_config_file"))
+  vocab = tokenization.load_vocab(cli.require_file(vocab_file, "vocab_file"))
+  if len(vocab) != bert_config.vocab_size:
+    raise cli.InputError("%s has %d entries but vocab_size=%d in %s: the vocabulary must be the "
+                         "one the model was trained with" % (vocab_file, len(vocab),
+                                                             bert_config.vocab_size,
+                                                             bert_config_file))
+  checkpoint = resolve_checkpoint(checkpoint)
+  reader = tf.train.load_checkpoint(checkpoint)
+  names = sorted(reader.get_variable_to_shape_map())
+  labels = None
+  if "output_weights" in names:
+    labels_file = labels_file or os.path.join(os.path.dirname(checkpoint), "labels.txt")
+    labels = read_labels(labels_file, reader.get_variable_to_shape_map()["output_weights"][0])
+  has_head = labels is not None or any(name.startswith("cls/") for name in names)
+  tensors = {}
+  for name in names:
+    mapped = stock_name_to_hf(name, "bert." if has_head else "")
+    if mapped is None:
+      continue
+    value = reader.get_tensor(name)
+    tensors[mapped[0]] = value.T if mapped[1] else value
+
+  os.makedirs(output_dir, exist_ok=True)
+  write_safetensors(os.path.join(output_dir, "model.safetensors"), tensors)
+  _write_json(os.path.join(output_dir, "config.json"), hf_config(bert_config, names, labels))
+  shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
+  _write_json(os.path.join(output_dir, "special_tokens_map.json"), _SPECIAL_TOKENS)
+  _write_json(os.path.join(output_dir, "tokenizer_config.json"), dict(
+      _SPECIAL_TOKENS, tokenizer_class="BertTokenizer", do_lower_case=do_lower_case,
+      tokenize_chinese_chars=True, strip_accents=None,
+      model_max_length=bert_config.max_position_embeddings))
+  logging.info("Wrote %d tensors of %s to %s", len(tensors), checkpoint, output_dir)
+  return len(tensors)
+
+
+def _write_json(path, value):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=2, ensure_ascii=False)
+    f.write("\n")
