@@ -96,6 +96,11 @@ def has_checkpoint(output_dir):
   return bool(output_dir) and bool(_checkpoints_newest_first(output_dir))
 
 
+def _step_of(prefix):
+  """The step of a checkpoint prefix .../model.ckpt-<step>."""
+  return int(prefix.rsplit("-", 1)[1])
+
+
 def _checkpoints_newest_first(output_dir):
   """Prefixes of output_dir/model.ckpt-<step> (any file of theirs present), highest step first."""
   steps = set()
@@ -212,6 +217,15 @@ class Checkpoints(object):
     self._finite = finite
     self.latest = resume_from if saver else None
 
+  @property
+  def is_chief(self):
+    """Whether this process saves (the chief of the run)."""
+    return self._saver is not None
+
+  @property
+  def output_dir(self):
+    return self._output_dir
+
   def restore(self, sess):
     if self.latest:
       logging.info("Resuming from %s", self.latest)
@@ -238,6 +252,38 @@ class Checkpoints(object):
     self.latest = saved
     logging.info("Saved %s", self.latest)
     return True
+
+  def set_aside(self, first_unsafe_step, diverged_step):
+    """Moves the checkpoints of steps >= first_unsafe_step out of the run (see divergence.py).
+
+    They go to output_dir/diverged-step-<diverged_step>/, and the `checkpoint` state file
+    names the newest remaining checkpoint (or is moved too, when none remains), so a rerun
+    resumes from a safe checkpoint or starts afresh. Does nothing in a process that is not the
+    chief.
+
+    Returns:
+      (the newest remaining checkpoint prefix or None, the folder or None, the moved steps).
+    """
+    if not self._saver:
+      return None, None, []
+    prefixes = _checkpoints_newest_first(self._output_dir)
+    bad = [p for p in prefixes if _step_of(p) >= first_unsafe_step]
+    good = [p for p in prefixes if _step_of(p) < first_unsafe_step]
+    folder = os.path.join(self._output_dir, "diverged-step-%d" % diverged_step)
+    if bad or not good:
+      tf.io.gfile.makedirs(folder)
+    for prefix in bad:
+      for path in tf.io.gfile.glob(prefix + ".*"):
+        tf.io.gfile.rename(path, os.path.join(folder, os.path.basename(path)), overwrite=True)
+    state = os.path.join(self._output_dir, "checkpoint")
+    if good:
+      tf.train.update_checkpoint_state(
+          self._output_dir, os.path.basename(good[0]),
+          all_model_checkpoint_paths=[os.path.basename(p) for p in reversed(good)])
+    elif tf.io.gfile.exists(state):
+      tf.io.gfile.rename(state, os.path.join(folder, "checkpoint"), overwrite=True)
+    self.latest = good[0] if good else None
+    return self.latest, folder if (bad or not good) else None, sorted(_step_of(p) for p in bad)
 
   def where(self):
     """Names the latest checkpoint and its step, for messages."""

@@ -15,6 +15,8 @@ from core.errors import InputError
 
 FILE_NAME = "run_info.json"
 FORMAT_VERSION = 1
+# The divergences of the runs in output_dir (engine/divergence.py), oldest first.
+DIVERGENCES = "divergences"
 # Each key's name in messages, and what to rerun with to match it.
 _KEY_NAMES = {
     "format_version": ("run_info format", "version of bert-mgpu"),
@@ -26,6 +28,15 @@ _KEY_NAMES = {
 }
 # Recorded for the reader, not compared: the same vocabulary may move to another path.
 _NOT_COMPARED = ("vocab_file",)
+
+
+def record_divergence(output_dir, record):
+  """Appends `record` (a dict: step, onset, resume_from, moved_to, ...) to run_info.json's
+  list of divergences (a run without run_info.json gets one holding only that list)."""
+  info = read(output_dir) or {}
+  info = dict(info)
+  info[DIVERGENCES] = list(info.get(DIVERGENCES) or []) + [record]
+  write(output_dir, info)
 
 
 def read(output_dir):
@@ -84,8 +95,12 @@ def _describe(old, new):
 
 
 def write(output_dir, info):
-  """Writes run_info.json (atomically) with `info` and the format version."""
+  """Writes run_info.json (atomically) with `info` and the format version; the divergences
+  recorded by earlier runs in output_dir are kept."""
   info = dict(info, format_version=FORMAT_VERSION)
+  recorded = read(output_dir) or {}
+  if recorded.get(DIVERGENCES):
+    info.setdefault(DIVERGENCES, recorded[DIVERGENCES])
   text = json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
   def _write(path):

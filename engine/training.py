@@ -26,6 +26,7 @@ share of step time spent waiting in each logging interval.
 """
 
 import collections
+import os
 import signal
 import sys
 import time
@@ -38,6 +39,8 @@ from core.errors import InputError
 from core import formatting
 from engine import checkpoints as checkpoint_lib
 from engine import cli
+from engine import divergence
+from engine import run_info
 import modeling
 import optimization
 from parallel import cluster
@@ -96,6 +99,7 @@ TrainGraph = collections.namedtuple("TrainGraph", [
     "ready_time",  # float64 scalar: when the micro-batch left the input pipeline, or None
     "strategy",  # the parallel strategy: savable_variables(), is_chief, consistency_check()
     "grads_and_vars",  # replica 0's reduced (gradient, variable) pairs of the update
+    "grad_norm",  # float32 scalar: the global norm of those gradients (before clipping)
 ])
 
 
@@ -129,10 +133,11 @@ def build_train_graph(tower_fn, features, spec):
       towers.replica_grads_and_vars, spec.learning_rate, spec.num_train_steps,
       spec.num_warmup_steps, global_step=global_step, optimizer=spec.optimizer,
       loss_scale=loss_scale)
+  grad_norm = optimization.global_norm([g for g, _ in towers.grads_and_vars if g is not None])
   return TrainGraph(train_op, towers.accumulate_ops, towers.loss, learning_rate,
                     loss_scale.scale if loss_scale else None, global_step,
                     towers.strategy.post_init_op(), ready_time, towers.strategy,
-                    towers.grads_and_vars)
+                    towers.grads_and_vars, grad_norm)
 
 
 def _in_precision(tower_fn, dtype):
@@ -423,28 +428,36 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
   logger = _StepLogger(writer, global_batch_size(spec), spec.num_train_steps, step)
   loss_value = float("nan")
   skips = 0
+  watch = divergence.Watch()
   try:
     while step < spec.num_train_steps:
       log_now = (step + 1) % spec.log_every_n_steps == 0 or step + 1 == spec.num_train_steps
-      fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate}
+      fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate,
+                 "grad_norm": train_graph.grad_norm}
       if log_now:
         fetches["summary"] = summary_op
       if train_graph.loss_scale is not None:
         fetches["loss_scale"] = train_graph.loss_scale
       results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps, fetches)
       if int(results["step"]) == step:
-        skips = _log_skipped_step(step, results["loss_scale"], skips + 1, checkpoints)
+        skips = _log_skipped_step(step, results["loss_scale"], skips + 1, checkpoints, watch)
         logger.add_input_wait(waited)
         continue
       step, loss_value, skips = int(results["step"]), loss, 0
-      if not np.isfinite(loss_value):
-        raise _diverged("the loss became %s at step %d" % (loss_value, step), checkpoints)
+      if watch.observe(step, loss_value, float(results["grad_norm"])):
+        if not np.isfinite(loss_value):
+          raise _diverged("the loss became %s at step %d" % (loss_value, step), step,
+                          checkpoints, watch)
+        if watch.onset == step:
+          logging.warning("step %d: the loss (%g) or gradient norm (%g) left its normal range; "
+                          "checkpoints from here on are not resume points if the run diverges",
+                          step, loss_value, results["grad_norm"])
       logger.add_loss(loss_value, waited)
       if log_now:
         logger.log(step, results["lr"], results["summary"])
       evaluate = early_stop is not None and early_stop.due(step)
       if (step % spec.save_checkpoints_steps == 0 or evaluate) and step < spec.num_train_steps:
-        _save_finite(sess, step, checkpoints)
+        _save_finite(sess, step, checkpoints, watch)
         if evaluate and early_stop(sess, step, checkpoints.latest):
           break
   except KeyboardInterrupt as e:
@@ -452,23 +465,49 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
   if step < spec.num_train_steps:
     logging.info("Stopped early at step %d; %s", step, checkpoints.where())
   else:
-    _save_finite(sess, step, checkpoints)
+    _save_finite(sess, step, checkpoints, watch)
   if early_stop is not None:
     early_stop.final(step, checkpoints.latest)
   return {"global_step": step, "loss": float(loss_value)}
 
 
-def _save_finite(sess, step, checkpoints):
+def _save_finite(sess, step, checkpoints, watch):
   """Saves at `step`; a non-finite weight stops the run instead (InputError)."""
   if not checkpoints.save(sess, step):
-    raise _diverged("the weights became non-finite by step %d" % step, checkpoints)
+    raise _diverged("the weights became non-finite by step %d" % step, step, checkpoints, watch)
 
 
-def _diverged(what, checkpoints):
-  """The InputError of a run whose loss or weights stopped being finite."""
-  return InputError("%s: training diverged and stopped without saving the broken weights; %s. "
-                    "Rerun with a lower --learning_rate (it resumes from that checkpoint)" %
-                    (what, checkpoints.where()))
+def _diverged(what, step, checkpoints, watch):
+  """The InputError of a run whose loss or weights stopped being finite at `step`.
+
+  The checkpoints saved since the loss left its normal range (divergence.Watch) are set aside
+  and the divergence is recorded in run_info.json, so the advised rerun resumes from a safe
+  checkpoint (or from --init_checkpoint when there is none).
+  """
+  first_unsafe = watch.first_unsafe_step(step)
+  onset = watch.onset if watch.onset is not None else step
+  safe, folder, moved = checkpoints.set_aside(first_unsafe, step)
+  if not checkpoints.is_chief:
+    return InputError("%s: training diverged; the chief sets its checkpoints aside. Rerun every "
+                      "process with a lower --learning_rate" % what)
+  run_info.record_divergence(checkpoints.output_dir, {
+      "step": step, "onset_step": onset, "moved_steps": moved,
+      "moved_to": os.path.basename(folder) if folder else None,
+      "resume_from": os.path.basename(safe) if safe else None})
+  set_aside = ""
+  if moved:
+    set_aside = (" The checkpoints of steps %s hold weights from after that (a checkpoint's "
+                 "weights give the next step's loss) and were moved to %s." %
+                 (", ".join(str(s) for s in moved), folder))
+  if safe:
+    rerun = ("it resumes from %s (step %d), the last checkpoint whose weights come from "
+             "before" % (safe, checkpoint_lib.checkpoint_step(safe)))
+  else:
+    rerun = ("it starts again from --init_checkpoint (or from scratch without one): no "
+             "checkpoint holds weights from before")
+  return InputError("%s: training diverged (the loss left its normal range at step %d) and "
+                    "stopped without saving the broken weights.%s Rerun with a lower "
+                    "--learning_rate: %s step %d" % (what, onset, set_aside, rerun, onset))
 
 
 def _interrupted(exc, sess, train_graph, checkpoints):
@@ -484,7 +523,7 @@ def _interrupted(exc, sess, train_graph, checkpoints):
   return cli.Interrupted(getattr(exc, "signum", signal.SIGINT), detail)
 
 
-def _log_skipped_step(step, loss_scale, skips, checkpoints):
+def _log_skipped_step(step, loss_scale, skips, checkpoints, watch):
   """Logs an update skipped by loss scaling; returns the count of consecutive skips.
 
   Raises:
@@ -495,7 +534,8 @@ def _log_skipped_step(step, loss_scale, skips, checkpoints):
                   step)
   if skips >= _MAX_CONSECUTIVE_SKIPS:
     raise _diverged("%d updates in a row had non-finite gradients at step %d (loss scale %g; "
-                    "or train without --use_fp16)" % (skips, step, loss_scale), checkpoints)
+                    "or train without --use_fp16)" % (skips, step, loss_scale), step + 1,
+                    checkpoints, watch)
   return skips
 
 

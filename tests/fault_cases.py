@@ -786,6 +786,13 @@ def all_cases():
            check=_all(_latest_finite_step(CLF_STEPS), _resumes(
                _clf("--do_train", "--do_predict", "--num_train_epochs=2"),
                expect_files=["model.ckpt-16.index"]))),
+      # A fast divergence from the first updates: every checkpoint holds ruined weights, so
+      # they are set aside and the advised rerun (a sane learning rate) starts afresh.
+      case("clf_diverges_fast_rerun_starts_afresh", CLF,
+           _clf("--do_train", "--learning_rate=1e6", "--num_train_epochs=2"),
+           fragments=["left its normal range at step 3", "diverged-step-", "starts again"],
+           check=_all(_stderr_has(r"step 3: the loss .* left its normal range"), _resumes(
+               _clf("--do_train", "--num_train_epochs=1"), expect_files=["model.ckpt-8.index"]))),
       case("clf_truncated_latest_checkpoint", CLF, _clf("--do_predict"),
            prepare=both(copy_of("clf_out"),
                         _truncate("model.ckpt-8.data-00000-of-00001")), expect="ok",
