@@ -19,6 +19,13 @@ from tensorflow.python.ops import gen_training_ops  # pylint: disable=g-direct-t
 CLIP_NORM = 1.0
 
 
+def learning_rate_at(step, learning_rate, num_train_steps, num_warmup_steps):
+  """learning_rate_schedule's value at `step`, in Python (for messages)."""
+  if num_warmup_steps and step < num_warmup_steps:
+    return learning_rate * step / float(num_warmup_steps)
+  return learning_rate * (1.0 - min(step, max(1, num_train_steps)) / float(max(1, num_train_steps)))
+
+
 def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps):
   """Linear warm-up from 0 to `init_lr` over `num_warmup_steps`, then linear decay to 0.
 

@@ -112,7 +112,7 @@ def main(_):
                     (predicting and not FLAGS.predict_file))
   if needs_data_dir and (not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir)):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
-  setup = run_setup.from_flags()
+  setup = run_setup.from_flags(trains=FLAGS.do_train)
   common_flags.check_periodic_eval_flags()
   bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer(setup)
   processor = get_processor(setup.output_dir)

@@ -225,7 +225,7 @@ def main(_):
     raise cli.InputError("at least one of --do_train, --do_eval or --do_predict must be set")
   if not FLAGS.input_file and (FLAGS.do_train or not FLAGS.eval_input_file):
     raise cli.InputError("--input_file is required")
-  setup = run_setup.from_flags()
+  setup = run_setup.from_flags(trains=FLAGS.do_train)
 
   if FLAGS.do_eval or FLAGS.do_predict:  # Checked before training, used after it.
     eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"

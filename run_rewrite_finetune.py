@@ -302,7 +302,7 @@ def main(_):
                          "--output_dir: pretrain first, then fine-tune in another output_dir "
                          "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
   cli.require_positive(FLAGS.beam_size, "beam_size")
-  setup = run_setup.from_flags()
+  setup = run_setup.from_flags(trains=FLAGS.do_train or FLAGS.do_pretrain_rewrite)
   common_flags.check_periodic_eval_flags()
   common_flags.check_best_metric(rewrite_metrics.EVAL_METRICS)
   pipeline = Pipeline(setup)

@@ -434,6 +434,8 @@ def check_run_info(setup, info, will_train):
   """
   from engine import run_info  # pylint: disable=g-import-not-at-top
   from engine import checkpoints  # pylint: disable=g-import-not-at-top
+  if will_train:  # A resumed run whose steps count other examples would train too few of them.
+    info = dict(info, global_batch_size=setup.global_batch_size)
   run_info.check(setup.output_dir, info, checkpoints.has_checkpoint(setup.output_dir))
   if will_train:
     run_info.write(setup.output_dir, info)

@@ -17,6 +17,11 @@ FILE_NAME = "run_info.json"
 FORMAT_VERSION = 1
 # The divergences of the runs in output_dir (engine/divergence.py), oldest first.
 DIVERGENCES = "divergences"
+# The learning-rate schedule of the latest training run: num_train_steps, num_warmup_steps,
+# learning_rate (training.train reads it to tell a resumed run that its schedule changed).
+SCHEDULE = "schedule"
+# What a rewrite of run_info.json keeps from the file it replaces.
+_KEPT = (DIVERGENCES, SCHEDULE)
 # Each key's name in messages, and what to rerun with to match it.
 _KEY_NAMES = {
     "format_version": ("run_info format", "version of bert-mgpu"),
@@ -25,6 +30,9 @@ _KEY_NAMES = {
     "vocab": ("vocabulary", "--vocab_file/--spm_model_file and --do_lower_case"),
     "task": ("task", "--task_name"),
     "labels": ("label set", "labels in train.tsv"),
+    "global_batch_size": ("global batch (so its steps count other examples)",
+                          "--train_batch_size, --n_gpus, --grad_accum_steps and number of "
+                          "processes (or --num_train_steps for a fixed count)"),
 }
 # Recorded for the reader, not compared: the same vocabulary may move to another path.
 _NOT_COMPARED = ("vocab_file",)
@@ -33,9 +41,15 @@ _NOT_COMPARED = ("vocab_file",)
 def record_divergence(output_dir, record):
   """Appends `record` (a dict: step, onset, resume_from, moved_to, ...) to run_info.json's
   list of divergences (a run without run_info.json gets one holding only that list)."""
-  info = read(output_dir) or {}
-  info = dict(info)
+  info = dict(read(output_dir) or {})
   info[DIVERGENCES] = list(info.get(DIVERGENCES) or []) + [record]
+  write(output_dir, info)
+
+
+def record(output_dir, key, value):
+  """Sets one key of run_info.json (e.g. SCHEDULE), keeping the rest."""
+  info = dict(read(output_dir) or {})
+  info[key] = value
   write(output_dir, info)
 
 
@@ -99,8 +113,9 @@ def write(output_dir, info):
   recorded by earlier runs in output_dir are kept."""
   info = dict(info, format_version=FORMAT_VERSION)
   recorded = read(output_dir) or {}
-  if recorded.get(DIVERGENCES):
-    info.setdefault(DIVERGENCES, recorded[DIVERGENCES])
+  for key in _KEPT:
+    if recorded.get(key):
+      info.setdefault(key, recorded[key])
   text = json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
   def _write(path):

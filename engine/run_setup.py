@@ -24,10 +24,13 @@ never FLAGS.output_dir or FLAGS.init_checkpoint, and never rebuilds the parallel
 
 import atexit
 import collections
+import fcntl
 import os
 import shutil
+import socket
 import sys
 import tempfile
+import time
 
 from absl import flags
 from absl import logging
@@ -82,18 +85,25 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
                  spec.cluster.num_workers, spec.accum_steps, num_train_steps)
 
 
-def from_flags():
+def from_flags(trains=False):
   """The RunSetup of this process, from the flags; checks them first (InputError).
 
   A process that is not the chief of a multi-process run gets a scratch output_dir (removed at
   exit) and no init_checkpoint. Under --placement=inter_first a process that is not the chief
   serves the chief's graph here and exits.
+
+  Args:
+    trains: whether this run writes checkpoints; its chief then holds --output_dir's lock until
+      it exits, so a second training run there stops with one line instead of interleaving
+      its checkpoints with this one's.
   """
   if not FLAGS.output_dir:
     raise InputError("--output_dir is required")
   common_flags.tower_flag_checks()
   spec = _parallel_spec()
   _require_output_dir()
+  if trains and spec.cluster.is_chief:
+    _lock(FLAGS.output_dir)
   output_dir, init_checkpoint = FLAGS.output_dir, FLAGS.init_checkpoint
   if not spec.cluster.is_chief:
     output_dir = tempfile.mkdtemp(prefix="bert-mgpu-task%d-" % spec.cluster.rank)
@@ -139,6 +149,50 @@ def _require_output_dir():
     raise InputError("--output_dir=%s: cannot write there (%s); choose a writable "
                      "directory" % (path, e.strerror))
   atomic_files.remove_stale_temporaries(path)
+
+
+LOCK_FILE = ".training.lock"
+_HELD = {}  # path -> open file of a lock this process holds (released when it exits)
+
+
+def _lock(output_dir):
+  """Takes output_dir's training lock (an flock, which the kernel releases when its holder dies),
+  or raises InputError naming the run that holds it. The lock file says who holds it."""
+  if "://" in output_dir:  # Remote filesystems have no flock.
+    return
+  path = os.path.join(output_dir, LOCK_FILE)
+  if path in _HELD:
+    return
+  handle = open(path, "a+")
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError:
+    handle.seek(0)
+    holder = handle.read().strip() or "another process"
+    handle.close()
+    raise InputError("--output_dir=%s is in use by another training run (%s): its checkpoints "
+                     "would interleave with this run's. Wait for it to finish, or choose "
+                     "another --output_dir" % (output_dir, holder))
+  handle.seek(0)
+  previous = handle.read().strip()
+  if previous:
+    logging.info("Took over the lock of --output_dir=%s left by a run that ended (%s)",
+                 output_dir, previous)
+  handle.seek(0)
+  handle.truncate()
+  handle.write("pid %d on %s since %s" % (os.getpid(), socket.gethostname(),
+                                           time.strftime("%Y-%m-%d %H:%M:%S")))
+  handle.flush()
+  _HELD[path] = handle
+  atexit.register(_release, path)
+
+
+def _release(path):
+  """Empties and releases a lock this process holds (at exit)."""
+  handle = _HELD.pop(path, None)
+  if handle:
+    handle.truncate(0)
+    handle.close()
 
 
 def _parallel_spec():

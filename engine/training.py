@@ -292,6 +292,8 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
                  "to train", start_step, chiefs["best_step"])
     return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
   parallel = spec.parallel
+  if parallel.cluster.is_chief:
+    _note_schedule(spec, start_step)
   logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
                "batch %d, steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
                parallel.n_towers, parallel.cluster.num_workers, spec.batch_size_per_tower,
@@ -342,6 +344,25 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
     if periodic_eval:
       periodic_eval.close()
   return _end_of_training(spec, result, chief)
+
+
+def _note_schedule(spec, start_step):
+  """Records the learning-rate schedule in run_info.json; a resumed run whose schedule differs
+  from the one its checkpoint was trained under (e.g. more epochs) is told how the rate jumps."""
+  schedule = {"num_train_steps": spec.num_train_steps,
+              "num_warmup_steps": spec.num_warmup_steps, "learning_rate": spec.learning_rate}
+  old = (run_info.read(spec.output_dir) or {}).get(run_info.SCHEDULE)
+  if start_step and old and old != schedule:
+    before = optimization.learning_rate_at(start_step, **old)
+    now = optimization.learning_rate_at(start_step, **schedule)
+    logging.warning(
+        "Resuming at step %d under another learning-rate schedule: %d steps (%d warm-up) at "
+        "peak %g before, %d steps (%d warm-up) at peak %g now, so the rate at step %d jumps "
+        "from %.3g to %.3g. Keep --num_train_epochs/--num_train_steps and --learning_rate to "
+        "continue the same schedule", start_step, old["num_train_steps"],
+        old["num_warmup_steps"], old["learning_rate"], spec.num_train_steps,
+        spec.num_warmup_steps, spec.learning_rate, start_step, before, now)
+  run_info.record(spec.output_dir, run_info.SCHEDULE, schedule)
 
 
 def _must_agree(spec, periodic_eval=None):
