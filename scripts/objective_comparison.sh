@@ -3,7 +3,7 @@
 #   MLM ([MASK]), ELECTRA (replaced-token detection) and MacBERT-style MLM as correction
 #   (similar words instead of [MASK]); the same small Chinese BERT from scratch, the same records
 #   (n-gram whole-word masking, jieba, MLM-only), then ChnSentiCorp fine-tuning with two
-#   recipes (two learning rates) over 3 seeds each, against no pretraining. Figures: README.
+#   recipes (two learning rates) over 3 seeds each, against no pretraining. Figures: docs/results.md.
 #
 #   bash scripts/objective_comparison.sh [work_dir]     # ~70 min on 2 quiet CPU cores
 #

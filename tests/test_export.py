@@ -332,7 +332,7 @@ def test_pair_budgets_closed_form_equals_the_stock_loop():
       tokenization.pair_budgets(a, b, s) for a, b, s in pairs]
 
 
-# The one input class where the graph and Python differ (README, "Tokenizer differences").
+# The one input class where the graph and Python differ (docs/serving.md, "Known differences").
 _SPACING_MARKS_WITH_CLASS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and
                              unicodedata.combining(chr(c)) and
                              unicodedata.category(chr(c)) != "Mn"]
