@@ -5,11 +5,13 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
-from script_runner import CHINESE_VOCAB, assert_one_line_error, finish_processes, free_ports, \
+from script_runner import CHINESE_VOCAB, REPO_ROOT, assert_one_line_error, finish_processes, free_ports, \
     run_processes, script_command, start_processes, write_tiny_bert_config
 from test_classifier import _make_task
 from test_rewrite_script import _common_flags as rewrite_flags
@@ -67,6 +69,34 @@ def test_two_processes_train_evaluate_predict_and_only_the_chief_writes(task, tm
           "labels.txt", "model.ckpt-16.index"} <= set(names)
   assert len((out / "predict.txt").read_text().splitlines()) == 13
   assert "global_step = 16" in (out / "eval_results.txt").read_text()
+
+
+def test_the_readme_launcher_runs_two_local_processes(task, tmp_path):
+  """README's `bash scripts/launch_local_workers.sh 2 run_classifier_mgpu.py ...`, as written."""
+  data_dir, config = task
+  out = tmp_path / "two_procs"
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
+             VIRTUAL_ENV=sys.prefix, PYTHON=sys.executable)
+  launcher = subprocess.Popen(
+      ["bash", os.path.join(REPO_ROOT, "scripts", "launch_local_workers.sh"), "2",
+       "run_classifier_mgpu.py", "--task_name=tsv", "--data_dir=%s" % data_dir,
+       "--vocab_file=%s" % CHINESE_VOCAB, "--bert_config_file=%s" % config,
+       "--output_dir=%s" % out, "--do_train", "--do_eval", "--do_predict",
+       "--max_seq_length=16", "--train_batch_size=4", "--learning_rate=1e-3",
+       "--num_train_epochs=1", "--n_gpus=1"],
+      cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      start_new_session=True)
+  try:
+    _, stderr = launcher.communicate(timeout=300)
+  except subprocess.TimeoutExpired:
+    os.killpg(launcher.pid, signal.SIGKILL)  # The launcher's own session: its 2 processes.
+    launcher.communicate()
+    raise
+  assert launcher.returncode == 0, stderr[-3000:]
+  assert "[launch] 2 processes on localhost:" in stderr
+  assert "[task 1] " in stderr and "global batch 8 (4 x 1 towers x 2 processes" in stderr
+  assert len((out / "predict.txt").read_text().splitlines()) == 13
+  assert "global_step = 8" in (out / "eval_results.txt").read_text()
 
 
 def _wait_for(pattern, seconds):
