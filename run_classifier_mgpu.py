@@ -147,6 +147,13 @@ def main(_):
                                              classifier_data.text_example)
   elif predicting:
     examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
+  if bert_config.type_vocab_size < 2 and any(
+      e.text_b is not None for split in examples.values() for e in split):
+    raise cli.InputError(
+        "the examples are text pairs (segment ids 0 and 1) but type_vocab_size=%d in %s: the "
+        "model has no embedding for the second text's segment; use a config with "
+        "type_vocab_size >= 2, or single texts" % (bert_config.type_vocab_size,
+                                                   FLAGS.bert_config_file))
   common_flags.check_run_info(
       setup, common_flags.run_identity(bert_config, tokenizer_digest, task=FLAGS.task_name.lower(),
                                 labels=list(label_list)), will_train=FLAGS.do_train)

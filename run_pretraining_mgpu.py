@@ -169,17 +169,26 @@ def checkpoint_has_nsp_head(checkpoint):
 
 
 def check_vocab_matches(bert_config, files):
-  """Raises InputError when the records hold token ids outside the config's vocabulary.
+  """Raises InputError when the records hold token ids outside the config's vocabulary, or
+  segment ids beyond its type_vocab_size (they would be embedded as zeros, silently).
 
   Only the first records are read: enough to catch records made with another vocab.
   """
   for record in itertools.islice(tf.io.tf_record_iterator(files[0]), 100):
-    ids = tf.train.Example.FromString(record).features.feature["input_ids"].int64_list.value
+    feature = tf.train.Example.FromString(record).features.feature
+    ids = feature["input_ids"].int64_list.value
     if ids and max(ids) >= bert_config.vocab_size:
       raise cli.InputError(
           "%s holds token id %d but vocab_size=%d in %s: the records were made with another "
           "vocabulary than the model's" % (files[0], max(ids), bert_config.vocab_size,
                                            FLAGS.bert_config_file))
+    segments = feature["segment_ids"].int64_list.value
+    if segments and max(segments) >= bert_config.type_vocab_size:
+      raise cli.InputError(
+          "%s holds segment id %d but type_vocab_size=%d in %s: the model has no embedding for "
+          "it; use a config with type_vocab_size >= %d (or records made with --no_nsp)" %
+          (files[0], max(segments), bert_config.type_vocab_size, FLAGS.bert_config_file,
+           max(segments) + 1))
 
 
 def load_model(setup, fmt, will_train=False):

@@ -122,6 +122,11 @@ class Pipeline(object):
     self.setup = setup
     self.bert_config, self.tokenizer, self.tokenizer_digest = (
         common_flags.load_config_and_tokenizer(setup, special_tokens=SPECIAL_TOKENS))
+    if self.bert_config.type_vocab_size < 2:
+      raise cli.InputError(
+          "type_vocab_size=%d in %s: the rewriter puts the target in segment 1, for which the "
+          "model has no embedding; use a config with type_vocab_size >= 2" %
+          (self.bert_config.type_vocab_size, FLAGS.bert_config_file))
 
   def records(self, split, source_file, rows, with_targets=True, extra_key=()):
     """Cached TFRecords of TSV rows; the key covers the file's bytes and every option.

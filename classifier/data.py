@@ -300,7 +300,7 @@ class TsvProcessor(DataProcessor):
         self.header == "auto" and any(f in names for names in _HEADER_NAMES.values()
                                       for f in first))
     if any(c is not None for c in self.explicit):
-      return has_header, self.explicit
+      return has_header, self._explicit_columns(path, rows, need_label)
     if has_header:
       found = {}
       for key, names in _HEADER_NAMES.items():
@@ -339,6 +339,20 @@ class TsvProcessor(DataProcessor):
       return (0, 1, width - 1 if last_is_label else None)
     raise InputError("%s: %d columns and no header; add a header row (text_a, text_b, label) "
                      "or pass --text_a_column/--text_b_column" % (path, width))
+
+  def _explicit_columns(self, path, rows, need_label):
+    """The --text_a_column/--text_b_column/--label_column layout (text_a defaults to column
+    0), checked against the widest row of the file."""
+    text_a, text_b, label = self.explicit
+    columns = (0 if text_a is None else text_a, text_b, label)
+    width = max(len(fields) for _, fields in rows)
+    for flag, column in zip(("text_a_column", "text_b_column", "label_column"), columns):
+      if column is None or (flag == "label_column" and not need_label):
+        continue
+      if not 0 <= column < width:
+        raise InputError("--%s=%d: %s has %d column(s) (0-based: 0 to %d)" %
+                         (flag, column, path, width, width - 1))
+    return columns
 
   @staticmethod
   def _layout(columns):

@@ -8,6 +8,7 @@ TensorFlow (create_pretraining_data.py runs without it).
 """
 
 import os
+import shutil
 
 _TMP_SUFFIX = ".tmp-"
 
@@ -29,27 +30,32 @@ def write_atomically(path, write_fn):
 
 
 def remove_quietly(path):
-  """Removes `path` if it exists; a failure to remove is ignored (we are already failing)."""
+  """Removes `path` (a file, or a directory with its contents) if it exists; a failure to remove
+  is ignored (we are already failing)."""
   try:
-    os.remove(path)
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path)
+    else:
+      os.remove(path)
   except OSError:
     pass
 
 
 def remove_stale_temporaries(directory):
-  """Removes the temporary files in `directory` whose writing process is gone; returns them."""
+  """Removes the temporary files (and directories, e.g. a SavedModel being built) in `directory`
+  whose writing process is gone; returns their names."""
   removed = []
   if not os.path.isdir(directory):
     return removed
   for name in os.listdir(directory):
     head, suffix, pid = name.rpartition(_TMP_SUFFIX)
-    if head and suffix and pid.isdigit() and not _process_alive(int(pid)):
+    if head and suffix and pid.isdigit() and not process_alive(int(pid)):
       remove_quietly(os.path.join(directory, name))
       removed.append(name)
   return removed
 
 
-def _process_alive(pid):
+def process_alive(pid):
   """Whether a process with this id exists."""
   try:
     os.kill(pid, 0)

@@ -180,7 +180,7 @@ def define_length_flags():
 
 
 def length_options(is_training):
-  """The input_pipeline.LengthOptions of the length flags (flags checked in tower_flag_checks)."""
+  """The input_pipeline.LengthOptions of the length flags (flags checked in check_shared_flags)."""
   from engine import input_pipeline  # pylint: disable=g-import-not-at-top
   if "pad_to_batch_max" not in FLAGS or not FLAGS.pad_to_batch_max:
     return input_pipeline.FIXED_LENGTH
@@ -453,8 +453,9 @@ _FLAG_RANGES = {
 }
 
 
-def tower_flag_checks():
-  """Checks the batch sizes, learning rate, schedule, speed and cluster flags (InputError)."""
+def check_shared_flags():
+  """Checks the batch sizes, learning rate, schedule, speed, cluster and output flags
+  (InputError), before any work."""
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
                "save_checkpoints_steps", "log_every_n_steps", "pad_to_multiple_of",
                "bucket_window"):
@@ -474,6 +475,24 @@ def tower_flag_checks():
           "" if high == float("inf") else " and <= %g" % high))
   if "use_fp16" in FLAGS and FLAGS.use_fp16 and FLAGS.use_bf16:
     raise cli.InputError("--use_fp16 and --use_bf16 exclude each other: choose one")
+  if "predict_output" in FLAGS and FLAGS.predict_output:
+    _check_predict_output(FLAGS.predict_output)
+
+
+def _check_predict_output(path):
+  """--predict_output must name a file that can be written (checked before any inference)."""
+  from engine import predict_input  # pylint: disable=g-import-not-at-top
+  if path == predict_input.STDIN:
+    return
+  folder = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    raise cli.InputError("--predict_output=%s: is a directory; expected a file name" % path)
+  if not os.path.isdir(folder):
+    raise cli.InputError("--predict_output=%s: the folder %s does not exist; create it or "
+                         "choose another path" % (path, folder))
+  if not os.access(folder, os.W_OK):
+    raise cli.InputError("--predict_output=%s: cannot write in %s; choose a writable folder" %
+                         (path, folder))
 
 
 def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None):

@@ -99,7 +99,7 @@ def from_flags(trains=False):
   """
   if not FLAGS.output_dir:
     raise InputError("--output_dir is required")
-  common_flags.tower_flag_checks()
+  common_flags.check_shared_flags()
   spec = _parallel_spec()
   _require_output_dir()
   if trains and spec.cluster.is_chief:

@@ -27,6 +27,7 @@ import tensorflow.compat.v1 as tf
 
 from engine import checkpoints
 from engine import cli
+from engine import run_info
 import modeling
 import tokenization
 
@@ -223,16 +224,27 @@ def resolve_checkpoint(path):
   return path
 
 
-def read_labels(labels_file, num_labels):
-  """The label names of a classifier with num_labels outputs (see --labels_file)."""
-  if not labels_file or not os.path.isfile(labels_file):
-    logging.info("No labels file; naming the %d classes LABEL_<i>", num_labels)
+def read_labels(labels_file, num_labels, run_dir=None):
+  """The label names of a classifier with num_labels outputs, in class id order.
+
+  From `labels_file` (--labels_file, or the run's labels.txt) when it exists, else from the
+  label list the run recorded in its run_info.json (every classifier run does, stock GLUE/XNLI
+  tasks included), else LABEL_<i>.
+  """
+  source = labels_file if labels_file and os.path.isfile(labels_file) else None
+  if source:
+    with open(source, encoding="utf-8") as f:
+      labels = [line.rstrip("\n") for line in f if line.strip()]
+  else:
+    labels = (run_info.read(run_dir) or {}).get("labels") if run_dir else None
+    source = os.path.join(run_dir or "", run_info.FILE_NAME)
+  if not labels:
+    logging.info("No labels file and no labels in run_info.json; naming the %d classes "
+                 "LABEL_<i>", num_labels)
     return ["LABEL_%d" % i for i in range(num_labels)]
-  with open(labels_file, encoding="utf-8") as f:
-    labels = [line.rstrip("\n") for line in f if line.strip()]
   if len(labels) != num_labels:
     raise cli.InputError("%s has %d labels but the checkpoint's classifier has %d outputs" %
-                         (labels_file, len(labels), num_labels))
+                         (source, len(labels), num_labels))
   return labels
 
 
@@ -273,7 +285,8 @@ def bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_f
   labels = None
   if "output_weights" in names:
     labels_file = labels_file or os.path.join(os.path.dirname(checkpoint), "labels.txt")
-    labels = read_labels(labels_file, reader.get_variable_to_shape_map()["output_weights"][0])
+    labels = read_labels(labels_file, reader.get_variable_to_shape_map()["output_weights"][0],
+                         run_dir=os.path.dirname(checkpoint))
   has_head = labels is not None or any(name.startswith("cls/") for name in names)
   tensors = {}
   for name in names:

@@ -22,6 +22,7 @@ import sys
 from absl import flags
 from absl import logging
 
+from core import atomic_files
 from engine import cli
 from engine import common_flags
 
@@ -90,6 +91,7 @@ def build(output_dir, spec):
   A build stopped by bad input (the builder printed its `error:` line) exits with status 2.
   """
   final_dir = os.path.join(output_dir, EXPORT_DIR)
+  _recover(final_dir)
   building_dir = "%s.tmp-%d" % (final_dir, os.getpid())
   shutil.rmtree(building_dir, ignore_errors=True)
   spec = dict(spec, export_dir=building_dir)
@@ -104,6 +106,24 @@ def build(output_dir, spec):
   _replace_dir(building_dir, final_dir)
   logging.info("Exported %s", final_dir)
   return final_dir
+
+
+def _recover(final_dir):
+  """Undoes what an export killed mid-way left: a SavedModel moved aside (final_dir.old-<pid>)
+  returns when final_dir is missing; stale build directories are removed."""
+  parent, name = os.path.split(final_dir)
+  for entry in sorted(os.listdir(parent)):
+    head, _, pid = entry.rpartition("-")
+    if head not in (name + ".old", name + ".tmp") or not pid.isdigit() or (
+        atomic_files.process_alive(int(pid))):
+      continue
+    path = os.path.join(parent, entry)
+    if head == name + ".old" and not os.path.exists(final_dir):
+      logging.info("Restoring %s, moved aside by an export that did not finish", final_dir)
+      os.rename(path, final_dir)
+    else:
+      logging.info("Removing %s, left by an export that did not finish", path)
+      shutil.rmtree(path, ignore_errors=True)
 
 
 def _replace_dir(new_dir, final_dir):

@@ -762,6 +762,27 @@ def all_cases():
            ["--init_checkpoint=%s" % os.path.join(w.clf_out, "model.ckpt-%d" % CLF_STEPS)],
            prepare=lambda w, d: _config_file(d, intermediate_size=48),
            fragments=["--init_checkpoint", "intermediate"], check=nothing_written),
+      case("clf_pairs_with_one_segment_type", CLF,
+           lambda w, d: w.clf_args(out(d), "--do_train", config=_config_path(d),
+                                   data=data(d)) + ["--text_b_column=1", "--label_column=2"],
+           prepare=both(lambda w, d: _config_file(d, type_vocab_size=1), data_dir_with(
+               "clf_data", train__tsv="".join("%s\t%s" % (r.split("\t")[0], r)
+                                              for r in clf_rows(32).splitlines(True)))),
+           fragments=["type_vocab_size=1", "pairs"], check=nothing_written),
+      case("clf_label_column_out_of_range", CLF, _clf("--do_train", "--label_column=7"),
+           fragments=["--label_column=7", "train.tsv has 2 column(s)"], check=nothing_written),
+      case("clf_text_b_column_alone", CLF,
+           lambda w, d: w.clf_args(out(d), "--do_train", data=data(d)) + [
+               "--text_b_column=1", "--label_column=2"],
+           prepare=data_dir_with("clf_data", train__tsv="".join(
+               "%s\t%s" % (r.split("\t")[0], r) for r in clf_rows(32).splitlines(True))),
+           expect="ok"),
+      case("clf_predict_output_in_missing_folder", CLF,
+           _clf("--do_predict", "--predict_output=/no/such/folder/p.txt"),
+           prepare=copy_of("clf_out"), fragments=["--predict_output", "does not exist"]),
+      case("clf_export_after_a_killed_export", CLF, _clf("--do_export"),
+           prepare=both(copy_of("clf_out"), _killed_export), expect="ok",
+           check=_export_recovered),
       case("clf_rerun_other_labels", CLF, _clf("--do_train", data_dir="case"),
            prepare=both(copy_of("clf_out"), data_dir_with(
                "clf_data", train__tsv=clf_rows(32).replace("\tneg", "\tbad"))),
@@ -914,6 +935,9 @@ def all_cases():
       case("pt_missing_eval_file_before_training", PT, _pt("--do_train", "--do_eval",
                                                            "--eval_input_file=/no/eval.rec"),
            fragments=["--eval_input_file=/no/eval.rec"], check=nothing_written),
+      case("pt_nsp_records_with_one_segment_type", PT, lambda w, d: w.pt_args(
+          out(d), "--do_train") + ["--bert_config_file=%s" % _config_file(d, type_vocab_size=1)],
+           fragments=["segment id 1", "type_vocab_size=1"], check=nothing_written),
       case("pt_rerun_other_config", PT, lambda w, d: w.pt_args(out(d), "--do_train") + [
           "--bert_config_file=%s" % _config_file(d, intermediate_size=48)],
            prepare=copy_of("pt_out"), fragments=["intermediate"]),
@@ -950,6 +974,22 @@ def all_cases():
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "duplicate case names"
   return cases
+
+
+def _killed_export(world, d):
+  """prepare: what `kill -9` during --do_export leaves: a half-built SavedModel of a dead pid."""
+  del world
+  os.makedirs(os.path.join(out(d), "saved_model.tmp-999999", "variables"))
+
+
+def _export_recovered(world, d, stderr):
+  del world
+  names = os.listdir(out(d))
+  if [n for n in names if n.startswith("saved_model.")]:
+    return "damaged", "left %s" % [n for n in names if n.startswith("saved_model.")]
+  if not os.path.isfile(os.path.join(out(d), "saved_model", "saved_model.pb")):
+    return "damaged", "no saved_model/saved_model.pb: %s" % _last_line(stderr)
+  return None
 
 
 def _config_path(d):

@@ -4,8 +4,10 @@ With transformers installed (requirements-bench.txt) the converted models are lo
 Auto classes and their outputs compared with ours; without it those tests are skipped.
 """
 
+import glob
 import json
 import os
+import shutil
 import struct
 
 import numpy as np
@@ -191,6 +193,28 @@ def test_classifier_checkpoint_converts_with_its_labels_and_tokenizer(classifier
     assert json.load(f)["do_lower_case"] is True
   with open(os.path.join(hf_dir, "vocab.txt"), "rb") as f, open(ENGLISH_VOCAB, "rb") as g:
     assert f.read() == g.read()
+
+
+def test_a_stock_task_run_without_labels_txt_names_its_classes_from_run_info(classifier, tmp_path):
+  """cola/mrpc/mnli/xnli runs write no labels.txt; their run_info.json holds the label list."""
+  checkpoint, _, _, _, _, _ = classifier
+  run_dir = str(tmp_path / "run")
+  os.makedirs(run_dir)
+  for path in glob.glob(checkpoint + ".*"):
+    shutil.copy(path, run_dir)
+  with open(os.path.join(run_dir, "run_info.json"), "w") as f:
+    json.dump({"task": "mnli", "labels": ["contradiction", "entailment", "neutral"]}, f)
+  config_file = os.path.join(os.path.dirname(checkpoint), "bert_config.json")
+  prefix = os.path.join(run_dir, os.path.basename(checkpoint))
+  config, _ = _convert(prefix, config_file, str(tmp_path / "hf"))
+  assert config["id2label"] == {"0": "contradiction", "1": "entailment", "2": "neutral"}
+  # A label list of the wrong length is an error, not a silent renaming.
+  with open(os.path.join(run_dir, "run_info.json"), "w") as f:
+    json.dump({"labels": ["0", "1"]}, f)
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + prefix,
+                    "--bert_config_file=" + config_file, "--vocab_file=" + ENGLISH_VOCAB,
+                    "--output_dir=" + str(tmp_path / "hf2"))
+  assert_one_line_error(proc, "run_info.json has 2 labels but the checkpoint's classifier has 3")
 
 
 def test_pretraining_checkpoint_converts_with_its_heads(tmp_path):

@@ -297,7 +297,7 @@ def test_speed_flags_reach_the_train_spec_and_the_global_batch(tmp_path):
     FLAGS.unparse_flags()
     FLAGS(["run_classifier_mgpu.py", "--use_fp16", "--use_bf16"])
     with pytest.raises(Exception, match="exclude each other"):
-      common_flags.tower_flag_checks()
+      common_flags.check_shared_flags()
   finally:
     FLAGS.unparse_flags()
   # Callers that build a TrainSpec without the speed fields get fp32 without XLA, AdamW, and
