@@ -43,6 +43,8 @@ def require_file(path, flag_name):
   """Raises InputError unless `path` names an existing file; returns `path`."""
   if not path:
     raise InputError("--%s is required" % flag_name)
+  if os.path.isdir(path):
+    raise InputError("--%s=%s: is a directory; expected a file" % (flag_name, path))
   if not os.path.isfile(path):
     raise InputError("--%s=%s: no such file" % (flag_name, path))
   return path
@@ -254,6 +256,7 @@ def run_main(main_fn, argv=None):
 
   def _guarded(args):
     _SignalWatch().install()
+    _quiet_thread_faults()
     try:
       return main_fn(args)
     except InputError as e:
@@ -269,6 +272,20 @@ def run_main(main_fn, argv=None):
       _fail(_report_internal_error(e), EXIT_INTERNAL_ERROR)
 
   app.run(_guarded, argv=argv, flags_parser=_parse_flags)
+
+
+def _quiet_thread_faults():
+  """A machine fault in a background thread (TensorFlow's event-file writer) prints no
+  traceback: the main thread meets the same error at its next write and reports it in one
+  line."""
+  default_hook = threading.excepthook
+
+  def hook(args):
+    if _is_file_error(args.exc_value) and machine_fault(args.exc_value):
+      return
+    default_hook(args)
+
+  threading.excepthook = hook
 
 
 def _parse_flags(argv):
@@ -306,7 +323,11 @@ def _show_project_flags_in_help():
 
 
 def _is_file_error(exc):
-  """Whether `exc` may be a fault of the machine: an OSError, a MemoryError or a TF OpError."""
+  """Whether `exc` may be a fault of the machine: an OSError, a MemoryError, a TF OpError, or
+  the IndexError that TensorFlow's event-file writer raises for a failed write ("<path>; File
+  too large" past ulimit -f, "No space left on device")."""
   if isinstance(exc, (OSError, MemoryError)):
+    return True
+  if isinstance(exc, IndexError) and any(text in str(exc) for _, text, _ in _MACHINE_FAULTS):
     return True
   return type(exc).__module__.startswith("tensorflow") and hasattr(exc, "error_code")
