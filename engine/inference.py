@@ -6,6 +6,7 @@ real example's outputs in input order (length-sorted batches are put back).
 """
 
 import collections
+import contextlib
 import time
 
 from absl import logging
@@ -13,6 +14,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from core import formatting
+from core.errors import InputError
 from engine import checkpoints
 from engine import input_pipeline
 from parallel import cluster
@@ -57,6 +59,21 @@ def _log_inference(what, done, total, start, final=False):
     logging.info("%s: %d examples  %.1f examples/sec", what, done, rate)
 
 
+@contextlib.contextmanager
+def _checkpoint_vanishes(checkpoint):
+  """A checkpoint deleted while it is read (another run rotating its checkpoints) is an
+  InputError naming it, not a NotFoundError traceback."""
+  try:
+    yield
+  except (tf.errors.NotFoundError, ValueError) as e:
+    if checkpoints.checkpoint_exists(checkpoint):
+      raise
+    raise InputError("checkpoint %s disappeared while this run read it (%s): a training run in "
+                     "the same --output_dir deletes old checkpoints (--keep_checkpoint_max); "
+                     "rerun when it has finished, or point --init_checkpoint at a copy" %
+                     (checkpoint, type(e).__name__))
+
+
 def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower,
                   num_examples=None, what="inference"):
   """Runs the model over a finite dataset and returns every real example's outputs, in order.
@@ -90,12 +107,14 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
       index = features.pop(input_pipeline.INDEX_FEATURE, tf.zeros([0], tf.int64))
       features, is_real = _pad_batch(features, global_batch_size)
     towers = tower_utils.build_towers(tower_fn, features, spec, compute_gradients=False)
-    checkpoints.check_checkpoint_has(checkpoint, tf.global_variables())
+    with _checkpoint_vanishes(checkpoint):
+      checkpoints.check_checkpoint_has(checkpoint, tf.global_variables())
     with tf.device(tower_utils.input_device(spec)):
       saver = tf.train.Saver(tf.global_variables())
     collected = collections.defaultdict(list)
     with tower_utils.new_session(spec) as sess, cluster.peer_faults(spec):
-      saver.restore(sess, checkpoint)
+      with _checkpoint_vanishes(checkpoint):
+        saver.restore(sess, checkpoint)
       start = last_log = time.time()
       done = 0
       while True:

@@ -2,12 +2,16 @@
 bucketing by length change no prediction and lose, repeat or reorder no row."""
 
 import collections
+import glob
+import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
 from classifier import model as classifier_model
+from core.errors import InputError
 from engine import inference
 from engine import input_pipeline
 import modeling
@@ -149,3 +153,17 @@ def test_batch_max_padding_and_sorted_batches_change_no_prediction_nor_row_order
     np.testing.assert_allclose(dynamic["probabilities"], fixed["probabilities"], atol=1e-5)
     np.testing.assert_allclose(dynamic["per_example_loss"], fixed["per_example_loss"],
                                atol=1e-5)
+
+
+def test_a_checkpoint_deleted_before_it_is_read_is_one_input_error(classifier, tmp_path):
+  """What --do_predict meets when a training run in the same output_dir rotates the checkpoint
+  it found away before it read it."""
+  config, checkpoint, records = classifier
+  copy = str(tmp_path / "model.ckpt")
+  for path in glob.glob(checkpoint + ".*"):
+    shutil.copy(path, copy + path[len(checkpoint):])
+  for path in glob.glob(copy + ".*"):
+    os.remove(path)
+  with pytest.raises(InputError, match=r"checkpoint .*model\.ckpt disappeared while this run "
+                                       r"read it .*--keep_checkpoint_max"):
+    _predict((config, copy, records), None, 1, 8)
