@@ -141,6 +141,7 @@ def main(_):
   if evaluating:
     common_flags.check_best_metric(classifier_metrics.metric_names(label_list))
     examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
+  classifier_data.check_classes(examples, label_list, source)
   if FLAGS.predict_file:
     examples["predict"] = predict_input.read(FLAGS.predict_file, FLAGS.predict_format,
                                              processor.read_test_file,

@@ -364,6 +364,29 @@ class TsvProcessor(DataProcessor):
     return ", ".join(names)
 
 
+def check_classes(examples, label_list, source):
+  """A training set of one class is refused (the model would learn a constant and score 1.0 on
+  a dev set of that class); a dev set of one class is logged, as its accuracy says little.
+
+  Args:
+    examples: dict split -> InputExamples ("train", "dev", ...).
+    label_list: the task's labels.
+    source: callable(split) -> the file the split was read from, for messages.
+  """
+  if "train" in examples:
+    seen = sorted({e.label for e in examples["train"]})
+    if len(seen) < 2:
+      raise InputError("%s: every example has the label %s; a classifier needs examples of at "
+                       "least two classes (labels: %s)" % (source("train"), ", ".join(seen),
+                                                          ", ".join(label_list)))
+  if "dev" in examples:
+    seen = sorted({e.label for e in examples["dev"]})
+    if len(seen) < 2 <= len(label_list):
+      logging.warning("%s: every example has the label %s, so eval_accuracy only says how "
+                      "often the model predicts it (see recall and f1 per class)",
+                      source("dev"), ", ".join(seen))
+
+
 def text_example(line_number, text):
   """The example of one line of a plain-text --predict_file: the whole line is text_a."""
   return InputExample("predict-%d" % line_number, tokenization.convert_to_unicode(text))

@@ -777,6 +777,10 @@ def all_cases():
            prepare=data_dir_with("clf_data", train__tsv="".join(
                "%s\t%s" % (r.split("\t")[0], r) for r in clf_rows(32).splitlines(True))),
            expect="ok"),
+      case("clf_one_class_in_train", CLF, _clf("--do_train", data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv=clf_rows(32).replace("\tneg", "\tpos")),
+           fragments=["train.tsv", "every example has the label pos", "two classes"],
+           check=nothing_written),
       case("clf_predict_output_in_missing_folder", CLF,
            _clf("--do_predict", "--predict_output=/no/such/folder/p.txt"),
            prepare=copy_of("clf_out"), fragments=["--predict_output", "does not exist"]),
