@@ -4,11 +4,17 @@ On a machine without an NVIDIA driver, or with CUDA_VISIBLE_DEVICES set to the e
 (the documented way to run on CPU), TensorFlow still tries to start CUDA and logs
 `failed call to cuInit: ...` at ERROR level, which reads like a failure of the run. There the
 C++ log level is raised to 3 (errors that matter reach Python as exceptions, which cli.run_main
-reports), unless the user set TF_CPP_MIN_LOG_LEVEL. On a machine with GPUs nothing changes.
+reports), unless the user set TF_CPP_MIN_LOG_LEVEL. TensorFlow 2.21 also prints absl's lines
+from before its logging starts ("Could not find cuda drivers", "oneDNN custom operations are
+on", "All log messages before absl::InitializeLog()"), which no log level reaches: there
+TensorFlow is imported here with the C-level stderr pointed at /dev/null (an import error still
+reaches the script as an exception), as are tf.compat.v1's deprecation notices; a user who sets
+TF_CPP_MIN_LOG_LEVEL=0 or 1 sees all of it. On a machine with GPUs nothing changes.
 """
 
 import ctypes.util
 import os
+import sys
 
 
 def cpu_only():
@@ -18,5 +24,25 @@ def cpu_only():
   return not os.path.exists("/dev/nvidiactl") and ctypes.util.find_library("cuda") is None
 
 
-if "TF_CPP_MIN_LOG_LEVEL" not in os.environ and cpu_only():
-  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+def _import_tensorflow_quietly():
+  """Imports TensorFlow with file descriptor 2 on /dev/null, then puts stderr back."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
+  # tf.compat.v1's "X is deprecated and will be removed" lines are about this project's
+  # internals (graph mode is the design), not about anything the user runs.
+  from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top
+  deprecation._PRINT_DEPRECATION_WARNINGS = False  # pylint: disable=protected-access
+
+
+_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+if cpu_only() and (_LEVEL is None or _LEVEL in ("2", "3")):  # 0 or 1: the user wants the lines.
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  _import_tensorflow_quietly()

@@ -7,6 +7,10 @@ source "$(dirname "$0")/setup_env.sh"
 # With GPUs, the towers go round-robin over these cards; without, over virtual CPU devices.
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}"
 OUT="${1:-demo_output}"
+if [ -e "$OUT" ] && [ ! -d "$OUT" ]; then
+  echo "error: $OUT: is a file; expected a directory (or a path to create one) for the demo's output" >&2
+  exit 2
+fi
 N_GPUS="${N_GPUS:-2}"
 
 python scripts/make_demo_data.py --output_dir "$OUT/data"

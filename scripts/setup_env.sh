@@ -18,5 +18,5 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
 fi
 export PATH="$VENV/bin:$PATH"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
-export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+# TensorFlow's C++ log level: engine/tf_env.py quiets the CPU-only noise unless you set it.
 cd "$REPO_ROOT"
