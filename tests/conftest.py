@@ -25,3 +25,68 @@ def _absl_info_logging():
   change the verbosity, and log-reading tests must not depend on which test ran before."""
   absl_logging.set_verbosity(absl_logging.INFO)
   yield
+
+
+# The fast tier (`bash scripts/test.sh --fast`, `pytest -m fast`): quick unit tests of every
+# module and one end-to-end run of each run script, under 3 minutes on 2 cores. "*" takes a
+# whole file; otherwise the test functions named (with all their parameters).
+# tests/test_fast_tier.py checks that these files reach every module of the project.
+FAST_TESTS = {
+    "test_layout.py": "*",
+    "test_fast_tier.py": "*",
+    "test_tokenization.py": "*",
+    "test_masking.py": "*",
+    "test_optimization.py": "*",
+    "test_cluster.py": "*",
+    "test_rewrite_metrics.py": "*",
+    "test_rewrite_data.py": "*",
+    "test_rewrite_model.py": "*",
+    "test_modeling.py": "*",
+    "test_length_batching.py": "*",
+    "test_divergence.py": ["test_a_noisy_normal_curve_is_never_abnormal",
+                           "test_the_onset_is_the_first_abnormal_update",
+                           "test_the_gradient_norm_alone_can_mark_the_onset"],
+    "test_classifier.py": ["test_train_eval_predict_outputs", "test_matthews_correlation",
+                           "test_predict_txt_has_one_label_per_test_row_in_order",
+                           "test_truncation_modes", "test_tsv_task_layouts"],
+    "test_run_pretraining.py": ["test_heads_have_stock_names_and_shapes",
+                                "test_masked_lm_loss_is_the_stock_weighted_mean",
+                                "test_input_file_forms_and_no_match",
+                                "test_bad_input_exits_2_with_one_error_line"],
+    "test_create_pretraining_data.py": ["test_static_records_parse_with_stock_spec",
+                                        "test_cli_error_is_one_line_with_exit_code_2",
+                                        "test_tfrecord_framing_is_read_back_by_tensorflow"],
+    "test_rewrite_script.py": ["test_malformed_row_is_a_one_line_error"],
+    "test_electra.py": ["test_one_copy_of_each_shared_embedding",
+                        "test_loss_is_generator_plus_weighted_discriminator_loss",
+                        "test_roc_auc_matches_pair_counting"],
+    "test_export.py": ["test_graph_tokenizer_gives_full_tokenizer_ids",
+                       "test_graph_detokenizer_gives_rewrite_text",
+                       "test_pair_budgets_closed_form_equals_the_stock_loop"],
+    "test_convert_to_hf.py": ["test_hf_to_ours_to_hf_gives_the_same_tensors_bit_for_bit"],
+    "test_towers.py": ["test_n_towers_equal_one_tower_with_the_whole_batch",
+                       "test_fewer_than_one_tower_is_an_input_error"],
+    "test_pipeline.py": ["test_pipeline_flags_that_do_not_divide_are_one_line_errors",
+                         "test_bert_base_stages_hold_balanced_parameters"],
+    "test_macbert.py": ["test_file_keeps_same_piece_neighbours_only",
+                        "test_build_similar_words_without_gensim_is_one_line"],
+    "test_bench_tools.py": ["test_isa_level_follows_the_onednn_cap",
+                            "test_theoretical_peak_is_cores_times_clock_times_flops_per_cycle"],
+    "test_finetune_features.py": ["test_num_train_steps_replaces_the_epochs_when_given",
+                                  "test_evaluation_flags_that_cannot_work_are_refused"],
+    "test_speed_features.py": ["test_speed_flags_reach_the_train_spec_and_the_global_batch"],
+}
+
+
+def pytest_configure(config):
+  config.addinivalue_line("markers", "fast: the fast tier (bash scripts/test.sh --fast)")
+
+
+def pytest_collection_modifyitems(config, items):
+  """Marks the tests of FAST_TESTS with `fast`."""
+  del config
+  for item in items:
+    chosen = FAST_TESTS.get(os.path.basename(str(item.fspath)))
+    name = item.originalname if hasattr(item, "originalname") else item.name
+    if chosen == "*" or (chosen and any(name.startswith(prefix) for prefix in chosen)):
+      item.add_marker(pytest.mark.fast)

@@ -14,10 +14,6 @@ Every import counts, also one inside a function: a local import that dodges a cy
 import ast
 import os
 
-import pytest
-
-pytestmark = pytest.mark.fast
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_LAYER = ("modeling", "tokenization", "optimization", "tower_utils")
 PACKAGE_LAYERS = {"core": 0, "parallel": 1, "heads": 1, "engine": 2, "classifier": 3,
