@@ -304,10 +304,27 @@ def run(opts):
       raise InputError("--output_file=%s: directory %s does not exist" % (path, directory))
     if os.path.isdir(path):
       raise InputError("--output_file=%s: is a directory; expected a file name" % path)
+    if os.path.abspath(path) in [os.path.abspath(p) for p in input_files]:
+      raise InputError("--output_file=%s is also an --input_file: it would overwrite the text "
+                       "it reads; choose another output path" % path)
+    _check_writable(path, directory)
     atomic_files.remove_stale_temporaries(directory)
   featurizer = corpus.Featurizer(opts)  # Checks vocabulary, special tokens and segmenter up front.
   _log_settings(opts, input_files, output_files, featurizer)
   return _generate(opts, input_files, output_files, featurizer)
+
+
+def _check_writable(path, directory):
+  """Raises InputError unless a file can be created in `directory` (before any work)."""
+  probe = os.path.join(directory, ".write-test-%d" % os.getpid())
+  try:
+    with open(probe, "w") as f:
+      f.write("ok")
+    os.remove(probe)
+  except OSError as e:
+    atomic_files.remove_quietly(probe)
+    raise InputError("--output_file=%s: cannot write in %s (%s); choose a writable folder" %
+                     (path, directory, e.strerror))
 
 
 def _generate(opts, input_files, output_files, featurizer):
@@ -324,6 +341,7 @@ def _generate(opts, input_files, output_files, featurizer):
       progress.add(result)
     if progress.stats["instances"] == 0:
       raise InputError(_no_instance_message(opts, input_files, progress.stats))
+    _check_unknown_share(opts, input_files, progress.stats)
     writer.close()
   except BaseException:
     writer.discard()
@@ -331,6 +349,26 @@ def _generate(opts, input_files, output_files, featurizer):
   finally:
     results.close()
   return _summarize(opts, output_files, writer.counts, progress)
+
+
+# A corpus with more [UNK] than this share of its maskable tokens is refused: the vocabulary
+# does not fit it (another language, a binary or wrongly decoded file); above a tenth, a warning.
+MAX_UNKNOWN_SHARE = 0.5
+
+
+def _check_unknown_share(opts, input_files, stats):
+  """Raises InputError when most tokens are [UNK]; warns when many are."""
+  share = stats["unknown_tokens"] / float(max(stats["maskable_tokens"], 1))
+  vocab = opts.spm_model_file or opts.vocab_file
+  if share > MAX_UNKNOWN_SHARE:
+    raise InputError("%s: %.0f%% of the tokens are [UNK] with --%s=%s: the vocabulary does "
+                     "not fit this text (another language or script, a binary file, or text "
+                     "decoded wrongly)" % (", ".join(input_files[:3]), 100 * share,
+                                           "spm_model_file" if opts.spm_model_file else
+                                           "vocab_file", vocab))
+  if share > 0.1:
+    logging.warning("%.1f%% of the tokens are [UNK]: is %s the vocabulary of this text?",
+                    100 * share, vocab)
 
 
 def _no_instance_message(opts, input_files, stats):

@@ -156,6 +156,7 @@ class Featurizer(object):
     self.masking = masking_config(opts, self.tokenizer)
     self.cls_id = self.tokenizer.vocab["[CLS]"]
     self.sep_id = self.tokenizer.vocab["[SEP]"]
+    self.unk_id = self.tokenizer.vocab.get("[UNK]", self.tokenizer.vocab.get("<unk>"))
     self._spm = bool(opts.spm_model_file)
     self._presegmented = opts.chinese_word_segmenter == "presegmented"
     self._segment = None

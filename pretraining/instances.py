@@ -200,6 +200,7 @@ def instance_features(instance, rng, featurizer, stats):
   stats["tokens"] += length
   stats["maskable_tokens"] += (length - instance.ids.count(featurizer.cls_id) -
                                instance.ids.count(featurizer.sep_id))
+  stats["unknown_tokens"] += instance.ids.count(featurizer.unk_id)
   masked = None
   input_ids = instance.ids
   if not opts.dynamic_masking:

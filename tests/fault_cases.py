@@ -960,6 +960,16 @@ def all_cases():
       case("cpd_output_dir_missing", CPD, _cpd(output=lambda d: "/no/dir/out.tfrecord"),
            fragments=["/no/dir"]),
       case("cpd_output_is_dir", CPD, _cpd(output=lambda d: d), fragments=["is a directory"]),
+      case("cpd_output_is_its_input", CPD,
+           _cpd(corpus=lambda d: _write(os.path.join(d, "c.txt"), "今天天气很好。\n我们去公园。\n"),
+                output=lambda d: os.path.join(d, "c.txt")),
+           fragments=["also an --input_file", "c.txt"]),
+      case("cpd_output_under_proc", CPD, _cpd(output=lambda d: "/proc/out.tfrecord"),
+           fragments=["--output_file=/proc/out.tfrecord", "cannot write in /proc"]),
+      case("cpd_text_the_vocab_cannot_read", CPD, _cpd(corpus=lambda d: _write(
+          os.path.join(d, "pua.txt"), "".join("\ue000\ue001\ue002 \ue003\ue004\n" * 3 + "\n"
+                                              for _ in range(20)))),
+           fragments=["% of the tokens are [UNK]", "--vocab_file"]),
       case("cpd_vocab_without_mask", CPD, _cpd(vocab=lambda d: _vocab_file(d, drop="[MASK]")),
            fragments=["[MASK]"]),
       case("cpd_sigint", CPD, _cpd("--dupe_factor=1000", "--log_every_docs=1"),
