@@ -25,6 +25,8 @@ The assets hold vocab.txt, bert_config.json, export_config.json (the spec: how i
 tokenized, truncated and decoded) and, for the classifier, labels.txt.
 """
 
+from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 import json
 import os
 import shutil
@@ -102,9 +104,23 @@ def wrap_model(model_fn, input_specs, checkpoint):
 
 
 def _trim_padding(features):
-  """Drops the padding columns that no row of the batch uses (the model ignores them)."""
-  length = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1))
+  """Drops the padding columns that no row of the batch uses (the model ignores them); keeps
+  at least the [CLS] column, so an empty batch gives empty outputs."""
+  length = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1)), 1)
   return {name: t[:, :length] for name, t in features.items()}
+
+
+def _check_batch_of_texts(**texts):
+  """Fails a call whose texts are not a 1-D batch: a signature call does not check the shape,
+  and a [1, 2] input would otherwise be read as 2 texts."""
+  checks = []
+  for name, text in texts.items():
+    if text is not None:
+      # Both at run time: the static shape says [None] whatever was fed.
+      checks.append(tf.debugging.assert_equal(
+          tf.size(text), tf.shape(text)[0],
+          message="%s: expected a 1-D batch of strings, one text per example" % name))
+  return checks
 
 
 class ServingModule(tf.Module):
@@ -181,7 +197,8 @@ class ClassifierModule(ServingModule):
             "probabilities": outputs["probabilities"], "logits": outputs["logits"]}
 
   def _classify_text(self, text_a, text_b=None):
-    features = _trim_padding(self._tokenize(text_a, text_b))
+    with tf.control_dependencies(_check_batch_of_texts(text_a=text_a, text_b=text_b)):
+      features = _trim_padding(self._tokenize(text_a, text_b))
     return self._classify_ids(*[features[name] for name in _FEATURE_NAMES])
 
   def signatures(self):
@@ -224,7 +241,8 @@ class RewriterModule(ServingModule):
             "output_ids": outputs["output_ids"], "scores": outputs["scores"]}
 
   def _rewrite_text(self, source):
-    features = self._tokenize(source)
+    with tf.control_dependencies(_check_batch_of_texts(source=source)):
+      features = self._tokenize(source)
     return self._rewrite_ids(*[features[name] for name in _FEATURE_NAMES])
 
   def signatures(self):

@@ -158,6 +158,30 @@ def test_text_and_id_signatures_agree_and_pack_like_the_run_script(classifier_ou
   assert truncated >= 10  # tail truncation of pairs was exercised
 
 
+_EDGE_BATCHES = """
+import sys
+import tensorflow as tf
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+empty = serve(text_a=tf.constant([], tf.string), text_b=tf.constant([], tf.string))
+print("empty", empty["label"].shape, empty["probabilities"].shape)
+try:
+  serve(text_a=tf.constant([["a", "b"]]), text_b=tf.constant([["c", "d"]]))
+  print("2-D accepted")
+except tf.errors.InvalidArgumentError as e:
+  print("2-D refused:", [l for l in str(e).splitlines() if "expected" in l][0])
+"""
+
+
+def test_an_empty_batch_gives_empty_outputs_and_a_2d_batch_is_refused(classifier):
+  _, out = classifier
+  proc = subprocess.run([sys.executable, "-c", _EDGE_BATCHES, os.path.join(out, "saved_model")],
+                        capture_output=True, text=True, cwd="/", timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "empty (0,) (0, 2)" in proc.stdout
+  assert "2-D refused: " in proc.stdout and (
+      "text_a: expected a 1-D batch of strings, one text per example" in proc.stdout)
+
+
 def test_assets_make_the_saved_model_self_contained(classifier):
   _, out = classifier
   assets = os.path.join(out, "saved_model", "assets")
