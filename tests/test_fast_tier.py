@@ -1,7 +1,8 @@
 """The fast tier (`bash scripts/test.sh --fast`) reaches every module of the project.
 
-A module counts as reached when a test file with fast tests imports it, runs it as a script
-(names it as "<script>.py"), or imports or runs something that imports it. A new module that no
+A module counts as reached when a test file with fast tests imports it or runs it as a script
+(a string "<script>.py" in its code, not in a docstring), or when a module so reached imports or
+runs it (saved_model_export runs build_saved_model.py). A new module that no
 fast test file reaches fails here: give it a fast test (tests/conftest.py, FAST_TESTS).
 """
 
@@ -13,26 +14,44 @@ import conftest
 from test_layout import REPO, import_graph, project_modules
 
 
+def _scripts_named(path, modules):
+  """Project modules that `path` runs as scripts: a string constant "<module>.py" in its code."""
+  tree = ast.parse(open(path, encoding="utf-8").read())
+  docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+                and isinstance(node.body[0], ast.Expr)
+                and isinstance(node.body[0].value, ast.Constant)}
+  named = set()
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Constant) and isinstance(node.value, str) and
+        id(node) not in docstrings):
+      name = os.path.basename(node.value)
+      if name.endswith(".py") and name[:-3] in modules:
+        named.add(name[:-3])
+  return named
+
+
 def _reached():
+  """The modules that the fast test files import or run, and what those import or run."""
   modules = project_modules()
   graph = import_graph()
-  start = set()
+  todo = []
   for name in conftest.FAST_TESTS:
     path = os.path.join(REPO, "tests", name)
-    text = open(path, encoding="utf-8").read()
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
       if isinstance(node, ast.Import):
-        start.update(alias.name for alias in node.names)
+        todo.extend(alias.name for alias in node.names)
       elif isinstance(node, ast.ImportFrom) and node.module:
-        start.add(node.module)
-        start.update("%s.%s" % (node.module, alias.name) for alias in node.names)
-    start.update(m for m in re.findall(r"([a-z_]+)\.py\b", text) if m in modules)
-  reached, todo = set(), [m for m in start if m in modules]
+        todo.append(node.module)
+        todo.extend("%s.%s" % (node.module, alias.name) for alias in node.names)
+    todo.extend(_scripts_named(path, modules))
+  reached = set()
   while todo:
     module = todo.pop()
-    if module not in reached:
+    if module in modules and module not in reached:
       reached.add(module)
       todo.extend(graph[module])
+      todo.extend(_scripts_named(modules[module], modules))
   return reached
 
 

@@ -68,7 +68,7 @@ def test_kill9_during_training_loses_only_the_steps_since_the_last_checkpoint(re
 def test_internal_errors_are_one_line_with_the_traceback_in_a_file(tmp_path):
   """A bug (not an input error) prints one `internal error` line naming a traceback file."""
   script = tmp_path / "buggy.py"
-  script.write_text("import cli\n"
+  script.write_text("from engine import cli\n"
                     "def main(_):\n"
                     "  return {}['no such key']\n"
                     "cli.run_main(main)\n")
@@ -100,7 +100,7 @@ def test_a_stuck_call_still_exits_on_sigterm(tmp_path):
   empty.write_bytes(b"")
   script = tmp_path / "stuck.py"
   script.write_text(
-      "import cli\n"
+      "from engine import cli\n"
       "import tensorflow.compat.v1 as tf\n"
       "cli.INTERRUPT_GRACE_S = 1.0\n"
       "def main(_):\n"
