@@ -29,6 +29,7 @@ from engine import cli
 from engine import common_flags
 from engine import inference
 from engine import predict_input
+from engine import run_info
 from engine import run_setup
 from engine import training
 from serving import saved_model_export
@@ -108,8 +109,7 @@ def main(_):
   if not (FLAGS.do_train or FLAGS.do_eval or predicting or FLAGS.do_export):
     raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
                          "--predict_file) or --do_export must be set")
-  needs_data_dir = (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_export or
-                    (predicting and not FLAGS.predict_file))
+  needs_data_dir = (FLAGS.do_train or FLAGS.do_eval or (predicting and not FLAGS.predict_file))
   if needs_data_dir and (not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir)):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
   setup = run_setup.from_flags(trains=FLAGS.do_train)
@@ -148,16 +148,18 @@ def main(_):
                                              classifier_data.text_example)
   elif predicting:
     examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
-  if bert_config.type_vocab_size < 2 and any(
-      e.text_b is not None for split in examples.values() for e in split):
+  input_layout = classifier_data.input_layout(
+      examples, lambda split: FLAGS.predict_file if split == "predict" else source(split))
+  if bert_config.type_vocab_size < 2 and input_layout == classifier_data.TEXT_PAIRS:
     raise cli.InputError(
         "the examples are text pairs (segment ids 0 and 1) but type_vocab_size=%d in %s: the "
         "model has no embedding for the second text's segment; use a config with "
         "type_vocab_size >= 2, or single texts" % (bert_config.type_vocab_size,
                                                    FLAGS.bert_config_file))
   common_flags.check_run_info(
-      setup, common_flags.run_identity(bert_config, tokenizer_digest, task=FLAGS.task_name.lower(),
-                                labels=list(label_list)), will_train=FLAGS.do_train)
+      setup, common_flags.run_identity(bert_config, tokenizer_digest, input_flags=("truncation",),
+                                       task=FLAGS.task_name.lower(), labels=list(label_list),
+                                       input_layout=input_layout), will_train=FLAGS.do_train)
   if FLAGS.do_train and isinstance(processor, classifier_data.TsvProcessor):
     processor.save_labels()
   record_files = {split: features_file(split, split_examples, source(split), label_list)
@@ -210,9 +212,26 @@ def main(_):
     write_predictions(setup, probabilities, label_list)
 
   if FLAGS.do_export:
-    examples = (processor.get_test_examples(FLAGS.data_dir) if os.path.isfile(source("test"))
-                else processor.get_dev_examples(FLAGS.data_dir))
-    saved_model_export.export_classifier(setup, label_list, examples)
+    saved_model_export.export_classifier(
+        setup, label_list,
+        text_pairs=(input_layout or export_layout(setup)) == classifier_data.TEXT_PAIRS)
+
+
+def export_layout(setup):
+  """The input layout of an export-only run: the training run's (run_info.json), else that of
+  the test or dev file of --data_dir."""
+  layout = (run_info.read(setup.output_dir) or {}).get("input_layout")
+  if layout:
+    return layout
+  if not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir):
+    raise cli.InputError("--do_export: %s/%s does not say whether the model reads one text or "
+                         "two (a run trained before this was recorded); pass the --data_dir it "
+                         "was trained on" % (setup.output_dir, run_info.FILE_NAME))
+  processor = get_processor(setup.output_dir)
+  test_file = os.path.join(FLAGS.data_dir, processor.TEST_FILE)
+  return classifier_data.input_layout(
+      {"test": processor.get_test_examples(FLAGS.data_dir) if os.path.isfile(test_file)
+               else processor.get_dev_examples(FLAGS.data_dir)}, lambda _: FLAGS.data_dir)
 
 
 def predict_features(examples, label_list, tokenizer):

@@ -314,8 +314,8 @@ def main(_):
   # Every input is read before training: a bad dev, test or rank row, or a run that does not
   # match the model already in --output_dir, stops the run in seconds.
   inputs = read_inputs()
-  common_flags.check_run_info(setup, common_flags.run_identity(pipeline.bert_config,
-                                                               pipeline.tokenizer_digest),
+  common_flags.check_run_info(setup, common_flags.run_identity(
+      pipeline.bert_config, pipeline.tokenizer_digest, input_flags=("max_target_length",)),
                               will_train=FLAGS.do_train or FLAGS.do_pretrain_rewrite)
 
   if FLAGS.do_pretrain_rewrite:

@@ -57,6 +57,35 @@ def read_tsv(input_file, quotechar=None):
           for line_number, text in cli.text_lines(input_file)]
 
 
+def check_row_widths(path, rows, layout, skip_blank=False):
+  """Every row of a file must have the tab-separated columns of its first row (InputError).
+
+  A stray tab inside a text shifts that row's columns: its second text would be read as the
+  label (a made-up class) or its label as text. The error names the file, the line and both
+  widths.
+
+  Args:
+    path: the file, for messages.
+    rows: read_tsv's (line_number, fields) pairs; the first one (header or data) sets the width.
+    layout: the columns the reader expects, for messages.
+    skip_blank: blank lines are not rows (the tsv task skips them); else they count.
+
+  Returns:
+    the width of the file's rows.
+  """
+  rows = [(n, fields) for n, fields in rows if not skip_blank or any(f.strip() for f in fields)]
+  if not rows:
+    return 0
+  first_line, first = rows[0]
+  for line_number, fields in rows[1:]:
+    if len(fields) != len(first):
+      raise InputError(
+          "%s:%d: %d tab-separated column(s), but line %d has %d (%s); a tab inside a text, or "
+          "a missing one? Every row of a file must have the same columns" %
+          (path, line_number, len(fields), first_line, len(first), layout))
+  return len(first)
+
+
 def _field(path, line_number, fields, index, what):
   """fields[index], or an InputError naming the file, line and expected layout."""
   if index >= len(fields) or index < -len(fields):
@@ -92,7 +121,9 @@ class DataProcessor(object):
     """Builds examples from `path` with `columns` = (text_a, text_b or None, label or None)."""
     examples = []
     a_col, b_col, label_col = columns
-    for i, (line_number, fields) in enumerate(read_tsv(path)):
+    rows = read_tsv(path)
+    check_row_widths(path, rows, layout)
+    for i, (line_number, fields) in enumerate(rows):
       if skip_header and i == 0:
         continue
       text_a = _field(path, line_number, fields, a_col, layout)
@@ -123,10 +154,12 @@ class XnliProcessor(DataProcessor):
 
   def _xnli_split(self, path, name):
     examples = []
-    for i, (line_number, fields) in enumerate(read_tsv(path)):
+    layout = "language, gold_label, ..., sentence1 (col 7), sentence2 (col 8)"
+    rows = read_tsv(path)
+    check_row_widths(path, rows, layout)
+    for i, (line_number, fields) in enumerate(rows):
       if i == 0:
         continue
-      layout = "language, gold_label, ..., sentence1 (col 7), sentence2 (col 8)"
       if _field(path, line_number, fields, 0, layout) != self.language:
         continue
       examples.append(InputExample(
@@ -274,6 +307,7 @@ class TsvProcessor(DataProcessor):
       raise InputError("%s: file is empty" % path)
     has_header, columns = self._columns(path, rows, need_label)
     layout = self._layout(columns)
+    check_row_widths(path, rows, layout, skip_blank=True)
     examples = []
     for i, (line_number, fields) in enumerate(rows):
       if has_header and i == 0:
@@ -385,6 +419,36 @@ def check_classes(examples, label_list, source):
       logging.warning("%s: every example has the label %s, so eval_accuracy only says how "
                       "often the model predicts it (see recall and f1 per class)",
                       source("dev"), ", ".join(seen))
+
+
+TEXT_PAIRS = "text pairs (text_a, text_b)"
+SINGLE_TEXTS = "single texts"
+
+
+def input_layout(examples, source):
+  """TEXT_PAIRS or SINGLE_TEXTS: what every split's examples hold (InputError if they differ).
+
+  A model trained on single texts and fed pairs (or the reverse) would predict silently wrong
+  labels, e.g. when a test file's extra column is read as a second text.
+
+  Args:
+    examples: dict split -> InputExamples.
+    source: callable(split) -> the file the split was read from, for messages.
+
+  Returns:
+    the layout, or None when there are no examples.
+  """
+  layouts = {split: TEXT_PAIRS if any(e.text_b is not None for e in split_examples)
+             else SINGLE_TEXTS for split, split_examples in sorted(examples.items())}
+  if len(set(layouts.values())) > 1:
+    pairs = [source(s) for s, layout in sorted(layouts.items()) if layout == TEXT_PAIRS]
+    singles = [source(s) for s, layout in sorted(layouts.items()) if layout == SINGLE_TEXTS]
+    raise InputError(
+        "%s hold(s) text pairs (text_a, text_b) but %s single texts: the files of one task must "
+        "have one layout (a column that is neither text nor a label of the task? name the "
+        "columns with a header row or --text_a_column/--text_b_column)" %
+        (", ".join(pairs), ", ".join(singles)))
+  return next(iter(layouts.values()), None)
 
 
 def text_example(line_number, text):

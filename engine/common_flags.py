@@ -412,8 +412,18 @@ def _check_checkpoints_fit(setup, bert_config):
                                    "--output_dir's latest checkpoint %s" % latest)
 
 
-def run_identity(bert_config, vocab_digest, **extra):
-  """What run_info.json records of this run: the script, config and vocabulary, plus `extra`."""
+# The flags that say how a model reads its input; a training run records them in run_info.json
+# and a later run in its output_dir that does not train adopts them (run_setup.from_flags).
+MODEL_INPUT_FLAGS = ("bert_config_file", "vocab_file", "spm_model_file", "do_lower_case",
+                     "max_seq_length")
+_PATH_FLAGS = ("bert_config_file", "vocab_file", "spm_model_file")
+
+
+def run_identity(bert_config, vocab_digest, input_flags=(), **extra):
+  """What run_info.json records of this run: the script, config and vocabulary, the model
+  input flags (MODEL_INPUT_FLAGS and the script's `input_flags`, e.g. --truncation), plus
+  `extra`."""
+  from engine import run_info  # pylint: disable=g-import-not-at-top
   info = {
       "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None,
       "bert_config": bert_config.to_dict(),
@@ -422,6 +432,10 @@ def run_identity(bert_config, vocab_digest, **extra):
   if vocab_digest:
     info["vocab"] = {"digest": vocab_digest, "do_lower_case": FLAGS.do_lower_case}
     info["vocab_file"] = os.path.abspath(FLAGS.spm_model_file or FLAGS.vocab_file)
+  info[run_info.FLAGS_KEY] = {
+      name: os.path.abspath(FLAGS[name].value) if name in _PATH_FLAGS and FLAGS[name].value
+      else FLAGS[name].value
+      for name in MODEL_INPUT_FLAGS + tuple(input_flags) if name in FLAGS}
   info.update(extra)
   return info
 

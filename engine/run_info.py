@@ -30,12 +30,18 @@ _KEY_NAMES = {
     "vocab": ("vocabulary", "--vocab_file/--spm_model_file and --do_lower_case"),
     "task": ("task", "--task_name"),
     "labels": ("label set", "labels in train.tsv"),
+    "input_layout": ("input layout", "files of that layout (one text per row, or text_a and "
+                     "text_b)"),
     "global_batch_size": ("global batch (so its steps count other examples)",
                           "--train_batch_size, --n_gpus, --grad_accum_steps and number of "
                           "processes (or --num_train_steps for a fixed count)"),
 }
-# Recorded for the reader, not compared: the same vocabulary may move to another path.
-_NOT_COMPARED = ("vocab_file",)
+# The flags of the training run that a later run in the same output_dir which does not train
+# (eval, predict, --predict_file, export) takes when it is not given them: a dict flag -> value.
+FLAGS_KEY = "flags"
+# Recorded for the reader, not compared: the same vocabulary may move to another path; the
+# recorded flags are defaults of later runs, which may change them.
+_NOT_COMPARED = ("vocab_file", FLAGS_KEY)
 
 
 def record_divergence(output_dir, record):

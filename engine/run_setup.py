@@ -1,4 +1,11 @@
-"""The run's setup: built once from the flags at start-up, then passed down. Nothing writes FLAGS.
+"""The run's setup: built once from the flags at start-up, then passed down.
+
+Nothing writes FLAGS, except one start-up step: a run that does not train (eval, predict,
+--predict_file, export) in an --output_dir whose training run recorded its model input flags in
+run_info.json (config, vocabulary, casing, max_seq_length, ...) takes those as the defaults of
+the flags it was not given, and logs each one. So predicting after training needs only
+--output_dir and the input, and never silently reads text at another length than the model
+was trained on. Flags given on the command line win.
 
 `from_flags()` is the first thing a run script's main does after checking its own mode flags.
 It checks the shared flags (one `error:` line for a bad value, before any expensive work),
@@ -99,6 +106,8 @@ def from_flags(trains=False):
   """
   if not FLAGS.output_dir:
     raise InputError("--output_dir is required")
+  if not trains:
+    _adopt_recorded_flags(FLAGS.output_dir)
   common_flags.check_shared_flags()
   spec = _parallel_spec()
   _require_output_dir()
@@ -115,6 +124,25 @@ def from_flags(trains=False):
                  FLAGS.output_dir, output_dir)
   return RunSetup(parallel=spec, output_dir=output_dir, init_checkpoint=init_checkpoint,
                   precision=_precision(), train_batch_size=FLAGS.train_batch_size)
+
+
+def _adopt_recorded_flags(output_dir):
+  """Sets the defaults of the model input flags this run was not given to the values recorded
+  by output_dir's training run (run_info.json; see the module docstring). A recorded file that
+  no longer exists is not adopted (its flag is then required as usual)."""
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  recorded = (run_info.read(output_dir) or {}).get(run_info.FLAGS_KEY) or {}
+  for name, value in sorted(recorded.items()):
+    if name not in FLAGS or FLAGS[name].present or value == FLAGS[name].value:
+      continue
+    if name in ("bert_config_file", "vocab_file", "spm_model_file") and value and (
+        not os.path.isfile(value)):
+      logging.warning("%s/%s names --%s=%s, which no longer exists; pass --%s", output_dir,
+                      run_info.FILE_NAME, name, value, name)
+      continue
+    FLAGS.set_default(name, value)
+    logging.info("--%s=%s, from the training run of this --output_dir (%s)", name, value,
+                 run_info.FILE_NAME)
 
 
 def _precision():

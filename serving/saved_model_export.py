@@ -60,18 +60,17 @@ def _common_spec(setup, task):
   }
 
 
-def export_classifier(setup, label_list, examples):
+def export_classifier(setup, label_list, text_pairs):
   """Exports run_classifier_mgpu.py's model; returns the SavedModel directory.
 
   Args:
     setup: the run's run_setup.RunSetup (its output_dir and checkpoints).
     label_list: the task's labels (labels.txt order).
-    examples: InputExamples of the task (test or dev): when they hold pairs, serving_default
-      takes text_a and text_b, else text_a alone.
+    text_pairs: whether the model reads text pairs: serving_default then takes text_a and
+      text_b, else text_a alone.
   """
   spec = _common_spec(setup, "classifier")
-  spec.update(labels=list(label_list), truncation=FLAGS.truncation,
-              text_b=any(e.text_b is not None for e in examples))
+  spec.update(labels=list(label_list), truncation=FLAGS.truncation, text_b=bool(text_pairs))
   return build(setup.output_dir, spec)
 
 

@@ -152,7 +152,7 @@ def test_malformed_row_names_file_and_line(tmp_path):
     (data_dir / "train.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return args
   proc = _run_error_case(tmp_path, mutate)
-  assert_one_line_error(proc, "train.tsv:5:", "expected at least 2 tab-separated columns")
+  assert_one_line_error(proc, "train.tsv:5: 1 tab-separated column(s), but line 1 has 2")
 
 
 def test_unknown_label_in_dev(tmp_path):
@@ -227,6 +227,68 @@ def test_tsv_task_layouts(tmp_path):
                                            label_column=0)
   assert [(e.text_a, e.label) for e in processor.get_train_examples(str(tmp_path))] == [
       ("甲", "x"), ("乙", "y")]
+
+
+def test_a_stray_tab_in_one_row_is_refused_not_read_as_a_label(tmp_path):
+  """A tab inside one text shifts that row's columns; it must not become a made-up class."""
+  rows = [["服务很好", "pos"], ["房间很差", "neg"], ["早餐\t不错", "pos"], ["太吵", "neg"]]
+  _write(tmp_path / "train.tsv", rows)
+  processor = classifier_data.TsvProcessor(str(tmp_path / "out"))
+  with pytest.raises(InputError, match=r"train.tsv:3: 3 tab-separated column\(s\), but line 1 "
+                     r"has 2 \(text_a \(col 1\), label \(col 2\)\); a tab inside a text"):
+    processor.get_train_examples(str(tmp_path))
+  # The same in a header-ed file, a test file and a stock GLUE file.
+  _write(tmp_path / "test.tsv", [["text"], ["好"], ["差\t极了"]])
+  with pytest.raises(InputError, match=r"test.tsv:3: 2 tab-separated .* line 1 has 1"):
+    classifier_data.TsvProcessor(str(tmp_path / "out")).read_test_file(
+        str(tmp_path / "test.tsv"))
+  _write(tmp_path / "dev.tsv", [["gj04", "1", "", "Fine."], ["gj04", "0", "*", "Bad", "tab."]])
+  with pytest.raises(InputError, match=r"dev.tsv:2: 5 tab-separated .* line 1 has 4"):
+    classifier_data.ColaProcessor().get_dev_examples(str(tmp_path))
+  # Blank lines are not rows of the tsv task.
+  _write(tmp_path / "train.tsv", [["好", "pos"], [""], ["差", "neg"], [""]])
+  assert len(classifier_data.TsvProcessor(str(tmp_path / "o2")).get_train_examples(
+      str(tmp_path))) == 2
+
+
+def test_train_dev_and_test_must_share_one_layout(tmp_path):
+  """Single texts in train and pairs in test (a second column that is not a label) would feed
+  the model a layout it never saw."""
+  _write(tmp_path / "train.tsv", [["好", "pos"], ["差", "neg"]])
+  _write(tmp_path / "test.tsv", [["好", "五星"], ["差", "一星"]])
+  processor = classifier_data.TsvProcessor(str(tmp_path / "out"))
+  examples = {"train": processor.get_train_examples(str(tmp_path)),
+              "test": processor.get_test_examples(str(tmp_path))}
+  with pytest.raises(InputError, match=r"test.tsv hold\(s\) text pairs .* but train.tsv single "
+                     "texts"):
+    classifier_data.input_layout(examples, lambda split: split + ".tsv")
+  # The test file's second column holding the task's labels is read as the label column.
+  _write(tmp_path / "test.tsv", [["好", "pos"], ["差", "pos"]])
+  examples["test"] = processor.get_test_examples(str(tmp_path))
+  assert classifier_data.input_layout(examples, str) == classifier_data.SINGLE_TEXTS
+
+
+def test_predict_after_training_needs_only_the_output_dir(trained, tmp_path):
+  """--predict_file takes the config, vocabulary, casing, max_seq_length and truncation of the
+  training run (run_info.json); a later run with another layout is refused."""
+  _, data_dir, _, out, _ = trained
+  test_rows = (data_dir / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
+  texts = tmp_path / "texts.txt"
+  texts.write_text("".join(row.split("\t")[1] + "\n" for row in test_rows), encoding="utf-8")
+  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % out,
+                    "--predict_file=%s" % texts, "--predict_format=text",
+                    "--predict_output=%s" % (tmp_path / "labels.txt"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "--max_seq_length=16, from the training run of this --output_dir" in proc.stderr
+  assert "--bert_config_file=%s" % (out.parent / "bert_config.json") in proc.stderr
+  # The same labels as the full run's predict.txt on the same texts.
+  assert (tmp_path / "labels.txt").read_text() == (out / "predict.txt").read_text()
+  pairs = tmp_path / "pairs.tsv"
+  pairs.write_text("text_a\ttext_b\n好\t差\n", encoding="utf-8")
+  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % out,
+                    "--predict_file=%s" % pairs, "--predict_output=%s" % (tmp_path / "p.txt"))
+  assert_one_line_error(proc, "holds a model made with a different input layout",
+                        '"single texts" there', '"text pairs (text_a, text_b)" in this run')
 
 
 def test_predict_only_without_labels_file_is_a_clear_error(tmp_path):
