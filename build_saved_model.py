@@ -28,6 +28,7 @@ tokenized, truncated and decoded) and, for the classifier, labels.txt.
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import json
+import logging as pylogging
 import os
 import shutil
 import tempfile
@@ -259,8 +260,18 @@ def build(spec):
   module.save(spec["export_dir"], module.signatures())
 
 
+class _DropRenamedInputNames(pylogging.Filter):
+  """Drops TensorFlow's "Function `...` contains input name(s) 2161, 2163, ... with unsupported
+  characters" lines (2 KB each): the names are those of the captured variables, internal to the
+  SavedModel, and the signatures' own input names are kept."""
+
+  def filter(self, record):
+    return "contains input name(s)" not in str(record.msg)
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
+  pylogging.getLogger("absl").addFilter(_DropRenamedInputNames())
   if not FLAGS.spec:
     raise cli.InputError("--spec is required (run --do_export of a run script instead)")
   build(json.loads(FLAGS.spec))

@@ -163,10 +163,7 @@ def run(**options):
   if opts["chinese_word_segmenter"] not in corpus.SEGMENTER_CHOICES:
     raise InputError("--chinese_word_segmenter=%s: expected one of %s" % (
         opts["chinese_word_segmenter"], "|".join(corpus.SEGMENTER_CHOICES)))
-  output_dir = os.path.dirname(os.path.abspath(opts["output_file"]))
-  if not os.path.isdir(output_dir):
-    raise InputError("--output_file=%s: directory %s does not exist" %
-                     (opts["output_file"], output_dir))
+  cli.require_output_file(opts["output_file"], "output_file")
   word2vec = import_gensim()
   input_files = cli.expand_files(opts["input_file"], "input_file")
   count_pieces = piece_counter(opts["vocab_file"], opts["do_lower_case"])

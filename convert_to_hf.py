@@ -23,6 +23,8 @@ Optimizer slots (adam_m, adam_v) and global_step are left out. The conversion it
 serving/huggingface.py's bert_to_hf.
 """
 
+from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
+
 from absl import flags
 from absl import logging
 import tensorflow.compat.v1 as tf
@@ -53,6 +55,7 @@ def main(_):
     raise cli.InputError("--output_dir is required")
   if not FLAGS.checkpoint:
     raise cli.InputError("--checkpoint is required")
+  cli.require_output_dir(FLAGS.output_dir, "output_dir")
   huggingface.bert_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
           FLAGS.labels_file, FLAGS.output_dir)
 

@@ -299,32 +299,16 @@ def run(opts):
   input_files = expand_input_files(opts.input_file)
   output_files = [p.strip() for p in opts.output_file.split(",")]
   for path in output_files:
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-      raise InputError("--output_file=%s: directory %s does not exist" % (path, directory))
-    if os.path.isdir(path):
-      raise InputError("--output_file=%s: is a directory; expected a file name" % path)
+    cli.require_output_file(path, "output_file")
     if os.path.abspath(path) in [os.path.abspath(p) for p in input_files]:
       raise InputError("--output_file=%s is also an --input_file: it would overwrite the text "
                        "it reads; choose another output path" % path)
-    _check_writable(path, directory)
-    atomic_files.remove_stale_temporaries(directory)
+    atomic_files.remove_stale_temporaries(os.path.dirname(os.path.abspath(path)))
   featurizer = corpus.Featurizer(opts)  # Checks vocabulary, special tokens and segmenter up front.
   _log_settings(opts, input_files, output_files, featurizer)
   return _generate(opts, input_files, output_files, featurizer)
 
 
-def _check_writable(path, directory):
-  """Raises InputError unless a file can be created in `directory` (before any work)."""
-  probe = os.path.join(directory, ".write-test-%d" % os.getpid())
-  try:
-    with open(probe, "w") as f:
-      f.write("ok")
-    os.remove(probe)
-  except OSError as e:
-    atomic_files.remove_quietly(probe)
-    raise InputError("--output_file=%s: cannot write in %s (%s); choose a writable folder" %
-                     (path, directory, e.strerror))
 
 
 def _generate(opts, input_files, output_files, featurizer):

@@ -149,7 +149,7 @@ def main(_):
   elif predicting:
     examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
   input_layout = classifier_data.input_layout(
-      examples, lambda split: FLAGS.predict_file if split == "predict" else source(split))
+      examples, lambda split: (FLAGS.predict_file or source("test")) if split == "predict" else source(split))
   if bert_config.type_vocab_size < 2 and input_layout == classifier_data.TEXT_PAIRS:
     raise cli.InputError(
         "the examples are text pairs (segment ids 0 and 1) but type_vocab_size=%d in %s: the "

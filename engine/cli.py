@@ -50,6 +50,77 @@ def require_file(path, flag_name):
   return path
 
 
+def _check_writable(directory, what):
+  """Raises InputError unless a file can be created in `directory`; `what` names the flag."""
+  probe = os.path.join(directory, ".write-test-%d" % os.getpid())
+  try:
+    with open(probe, "w") as f:
+      f.write("ok")
+    os.remove(probe)
+  except OSError as e:
+    try:
+      os.remove(probe)
+    except OSError:
+      pass
+    raise InputError("%s: cannot write in %s (%s); choose a writable folder" %
+                     (what, directory, e.strerror))
+
+
+def _existing_part(path):
+  """The longest leading part of `path` that exists."""
+  while path and not os.path.exists(path):
+    parent = os.path.dirname(path)
+    if parent == path:
+      break
+    path = parent
+  return path
+
+
+def require_output_dir(path, flag_name):
+  """Creates the directory `path` of --flag_name (and its parents) and checks that it can be
+  written, before any work; returns `path`.
+
+  Raises:
+    InputError: a path that is a file, or lies under a file, or a folder that cannot be written
+      (read-only filesystem, permissions).
+  """
+  what = "--%s=%s" % (flag_name, path)
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise InputError("%s: is a file; expected a directory (or a path to create one)" % what)
+  existing = _existing_part(os.path.abspath(path))
+  if not os.path.isdir(existing):
+    raise InputError("%s: %s is a file, so no directory can be made under it; choose another "
+                     "path" % (what, existing))
+  try:
+    os.makedirs(path, exist_ok=True)
+  except OSError as e:
+    raise InputError("%s: cannot create it (%s); choose a writable directory" %
+                     (what, e.strerror))
+  _check_writable(path, what)
+  return path
+
+
+def require_output_file(path, flag_name):
+  """Checks that the file `path` of --flag_name can be written, before any work; returns it.
+
+  Raises:
+    InputError: a path that is a directory, a folder that does not exist (or is a file) or
+      cannot be written.
+  """
+  what = "--%s=%s" % (flag_name, path)
+  if os.path.isdir(path):
+    raise InputError("%s: is a directory; expected a file name" % what)
+  folder = os.path.dirname(os.path.abspath(path))
+  if not os.path.isdir(folder):
+    existing = _existing_part(folder)
+    if os.path.isdir(existing):
+      raise InputError("%s: the folder %s does not exist; create it or choose another path" %
+                       (what, folder))
+    raise InputError("%s: %s is a file, not a folder; choose another path" % (what, existing))
+  _check_writable(folder, what)
+  return path
+
+
 def expand_files(spec, flag_name):
   """The files that a flag's comma-separated paths, glob patterns and directories name.
 
@@ -92,13 +163,22 @@ def require_positive(value, flag_name):
 
 
 def decode_line(raw, path, line_number):
-  """utf-8 decodes one line of bytes; InputError naming the file, line and byte otherwise."""
+  """utf-8 decodes one line of bytes; InputError naming the file, line and byte otherwise, with
+  the conversion that most likely fits (UTF-16 by its byte order mark or NUL bytes, else GBK,
+  the usual legacy encoding of Chinese text)."""
   try:
     return raw.decode("utf-8")
   except UnicodeDecodeError as e:
-    raise InputError("%s:%d: not valid utf-8 (byte 0x%02x at column %d); convert the file "
-                     "first, e.g. iconv -f gbk -t utf-8" %
-                     (path, line_number, raw[e.start], e.start + 1))
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
+      encoding = "UTF-16"
+      convert = "iconv -f utf-16 -t utf-8 %s > converted.txt" % path
+    else:
+      encoding = None
+      convert = "iconv -f gbk -t utf-8 %s > converted.txt (if it is GBK)" % path
+    raise InputError("%s:%d: not valid utf-8 (byte 0x%02x at column %d%s); convert the file "
+                     "first, e.g. %s" %
+                     (path, line_number, raw[e.start], e.start + 1,
+                      "; the file looks %s" % encoding if encoding else "", convert))
 
 
 def text_lines(path):

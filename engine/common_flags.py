@@ -496,17 +496,8 @@ def check_shared_flags():
 def _check_predict_output(path):
   """--predict_output must name a file that can be written (checked before any inference)."""
   from engine import predict_input  # pylint: disable=g-import-not-at-top
-  if path == predict_input.STDIN:
-    return
-  folder = os.path.dirname(os.path.abspath(path))
-  if os.path.isdir(path):
-    raise cli.InputError("--predict_output=%s: is a directory; expected a file name" % path)
-  if not os.path.isdir(folder):
-    raise cli.InputError("--predict_output=%s: the folder %s does not exist; create it or "
-                         "choose another path" % (path, folder))
-  if not os.access(folder, os.W_OK):
-    raise cli.InputError("--predict_output=%s: cannot write in %s; choose a writable folder" %
-                         (path, folder))
+  if path != predict_input.STDIN:
+    cli.require_output_file(path, "predict_output")
 
 
 def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None):

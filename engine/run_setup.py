@@ -163,19 +163,7 @@ def _require_output_dir():
   if "://" in path:  # A remote filesystem (gs://...): TensorFlow's file system checks it.
     tf.io.gfile.makedirs(path)
     return
-  if os.path.exists(path) and not os.path.isdir(path):
-    raise InputError("--output_dir=%s: is a file; expected a directory (or a path to "
-                     "create one)" % path)
-  probe = os.path.join(path, ".write-test-%d" % os.getpid())
-  try:
-    os.makedirs(path, exist_ok=True)
-    with open(probe, "w") as f:
-      f.write("ok")
-    os.remove(probe)
-  except OSError as e:
-    atomic_files.remove_quietly(probe)
-    raise InputError("--output_dir=%s: cannot write there (%s); choose a writable "
-                     "directory" % (path, e.strerror))
+  cli.require_output_dir(path, "output_dir")
   atomic_files.remove_stale_temporaries(path)
 
 

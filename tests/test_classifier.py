@@ -251,6 +251,19 @@ def test_a_stray_tab_in_one_row_is_refused_not_read_as_a_label(tmp_path):
       str(tmp_path))) == 2
 
 
+def test_a_file_in_another_encoding_gets_the_conversion_that_fits(tmp_path):
+  """UTF-16 (Windows' "Unicode" export: byte order mark, NUL bytes) and GBK are told apart."""
+  (tmp_path / "train.tsv").write_bytes("好\tpos\n差\tneg\n".encode("utf-16"))
+  processor = classifier_data.TsvProcessor(str(tmp_path / "out"))
+  with pytest.raises(InputError, match=r"train.tsv:1: not valid utf-8 \(byte 0xff at column 1; "
+                     r"the file looks UTF-16\); convert the file first, e.g. iconv -f utf-16 "):
+    processor.get_train_examples(str(tmp_path))
+  (tmp_path / "train.tsv").write_bytes("好\tpos\n差\tneg\n".encode("gbk"))
+  with pytest.raises(InputError, match=r"train.tsv:1: not valid utf-8 \(byte 0xba at column 1\); "
+                     r"convert the file first, e.g. iconv -f gbk -t utf-8 .* \(if it is GBK\)"):
+    processor.get_train_examples(str(tmp_path))
+
+
 def test_train_dev_and_test_must_share_one_layout(tmp_path):
   """Single texts in train and pairs in test (a second column that is not a label) would feed
   the model a layout it never saw."""

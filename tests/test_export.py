@@ -240,6 +240,25 @@ def test_failed_export_leaves_the_existing_saved_model_intact(classifier, tmp_pa
   assert not [d for d in os.listdir(other) if ".tmp-" in d or ".old-" in d]
 
 
+def test_export_after_training_needs_only_the_output_dir(classifier, classifier_outputs,
+                                                         tmp_path):
+  """An export-only run takes the config, vocabulary, max_seq_length, truncation and the pair
+  layout from the training run's run_info.json: no --data_dir, no model flags."""
+  _, out = classifier
+  examples, _, served, _, _, _ = classifier_outputs
+  copy = str(tmp_path / "copy")
+  shutil.copytree(out, copy, ignore=shutil.ignore_patterns("saved_model*"))
+  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % copy,
+                    "--do_export")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "--truncation=tail, from the training run" in proc.stderr
+  assert "contains input name(s)" not in proc.stderr  # TensorFlow's 2 KB lines about internals
+  texts = {"text_a": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
+  again = _probe(os.path.join(copy, "saved_model"), [["serving_default", texts]])[0]
+  assert again["label"] == served["label"]
+  assert np.abs(np.array(again["logits"]) - np.array(served["logits"])).max() < 1e-6
+
+
 def test_export_without_a_checkpoint_is_a_one_line_error(classifier, tmp_path):
   root, out = classifier
   shutil.copy(os.path.join(out, "labels.txt"), str(tmp_path))
