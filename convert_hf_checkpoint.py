@@ -32,7 +32,7 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   if not FLAGS.hf_model_dir or not FLAGS.output_dir:
     raise cli.InputError("--hf_model_dir and --output_dir are required")
-  cli.require_output_dir(FLAGS.output_dir, "output_dir")
+  cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
   huggingface.hf_to_bert(FLAGS.hf_model_dir, FLAGS.output_dir)
 
 

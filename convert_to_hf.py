@@ -55,7 +55,7 @@ def main(_):
     raise cli.InputError("--output_dir is required")
   if not FLAGS.checkpoint:
     raise cli.InputError("--checkpoint is required")
-  cli.require_output_dir(FLAGS.output_dir, "output_dir")
+  cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
   huggingface.bert_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
           FLAGS.labels_file, FLAGS.output_dir)
 

@@ -141,35 +141,61 @@ def _read_back(prefix):
   return None
 
 
-def check_checkpoint_fits(checkpoint, bert_config, what):
+def check_checkpoint_fits(checkpoint, bert_config, what, complete=False,
+                          config_source="--bert_config_file"):
   """Raises InputError when `checkpoint`'s BERT variables do not have the shapes of bert_config.
 
   Args:
     checkpoint: checkpoint prefix (an --init_checkpoint, or the latest of --output_dir).
     bert_config: BertConfig of this run.
     what: names the checkpoint in the message, e.g. "--init_checkpoint=...".
+    complete, config_source: see check_shapes_fit.
   """
   try:
     saved = dict(tf.train.list_variables(checkpoint))
   except (tf.errors.OpError, ValueError) as e:
     raise InputError("%s: cannot read the checkpoint (%s)" % (what, cli.first_line(str(e))))
+  check_shapes_fit(saved, bert_config, what, complete, config_source)
+
+
+def check_shapes_fit(saved, bert_config, what, complete=False,
+                     config_source="--bert_config_file"):
+  """Raises InputError when the BERT variables of `saved` do not have bert_config's shapes.
+
+  Every field of the config with a tensor shape behind it is checked: vocab_size,
+  type_vocab_size, max_position_embeddings (embedding rows), hidden_size, intermediate_size
+  (every kernel) and num_hidden_layers (the layers present).
+
+  Args:
+    saved: dict stock variable name -> shape (of a checkpoint, or of converted tensors).
+    bert_config: the BertConfig the variables should fit.
+    what: names the variables' source in messages.
+    complete: every encoder variable must be present (a conversion writes a whole model).
+    config_source: names the config in messages ("--bert_config_file", "config.json").
+  """
   for name, shape in modeling.stock_variable_shapes(bert_config):
     if name in saved and list(saved[name]) != list(shape):
-      raise InputError("%s: variable %s has shape %s there but %s under %s; does "
-                       "--bert_config_file belong to this checkpoint?" %
-                       (what, name, list(saved[name]), list(shape), _config_names(bert_config)))
+      raise InputError("%s: variable %s has shape %s there but %s under %s; does %s belong to "
+                       "these weights?" % (what, name, list(saved[name]), list(shape),
+                                           _config_names(bert_config), config_source))
+    if complete and name not in saved:
+      raise InputError("%s lacks the variable %s of a BERT with num_hidden_layers=%d; does %s "
+                       "belong to these weights?" % (what, name, bert_config.num_hidden_layers,
+                                                     config_source))
   layers = {int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, saved)
             if m}
   if layers and max(layers) + 1 != bert_config.num_hidden_layers:
-    raise InputError("%s has %d encoder layers but num_hidden_layers=%d in --bert_config_file; "
-                     "does the config belong to this checkpoint?" %
-                     (what, max(layers) + 1, bert_config.num_hidden_layers))
+    raise InputError("%s has %d encoder layers but num_hidden_layers=%d in %s; does the config "
+                     "belong to these weights?" % (what, max(layers) + 1,
+                                                   bert_config.num_hidden_layers, config_source))
 
 
 def _config_names(bert_config):
-  return "vocab_size=%d, hidden_size=%d, intermediate_size=%d, max_position_embeddings=%d" % (
-      bert_config.vocab_size, bert_config.hidden_size, bert_config.intermediate_size,
-      bert_config.max_position_embeddings)
+  return ("vocab_size=%d, hidden_size=%d, intermediate_size=%d, max_position_embeddings=%d, "
+          "type_vocab_size=%d" % (bert_config.vocab_size, bert_config.hidden_size,
+                                  bert_config.intermediate_size,
+                                  bert_config.max_position_embeddings,
+                                  bert_config.type_vocab_size))
 
 
 def remove_partial_checkpoints(output_dir):

@@ -76,9 +76,9 @@ def _existing_part(path):
   return path
 
 
-def require_output_dir(path, flag_name):
-  """Creates the directory `path` of --flag_name (and its parents) and checks that it can be
-  written, before any work; returns `path`.
+def require_output_dir(path, flag_name, create=True):
+  """Checks, before any work, that the directory `path` of --flag_name can be written, and
+  creates it (and its parents) unless `create` is False; returns `path`.
 
   Raises:
     InputError: a path that is a file, or lies under a file, or a folder that cannot be written
@@ -91,6 +91,9 @@ def require_output_dir(path, flag_name):
   if not os.path.isdir(existing):
     raise InputError("%s: %s is a file, so no directory can be made under it; choose another "
                      "path" % (what, existing))
+  if not create:
+    _check_writable(existing, what)
+    return path
   try:
     os.makedirs(path, exist_ok=True)
   except OSError as e:

@@ -99,7 +99,11 @@ def hf_name_to_stock(name):
 
 
 def hf_to_bert(hf_model_dir, output_dir):
-  """Writes the stock checkpoint, config and vocab; returns the number of variables written."""
+  """Writes the stock checkpoint, config and vocab; returns the number of variables written.
+
+  Everything is checked before anything is written: the config's values, every config field
+  with a tensor shape behind it against the tensors, and vocab.txt against vocab_size.
+  """
   weights_path = cli.require_file(os.path.join(hf_model_dir, "model.safetensors"),
                                   "hf_model_dir (model.safetensors)")
   config_path = cli.require_file(os.path.join(hf_model_dir, "config.json"),
@@ -116,33 +120,75 @@ def hf_to_bert(hf_model_dir, output_dir):
       raise cli.InputError("%s: hidden_act=%s; expected one of %s" %
                            (config_path, act, ", ".join(sorted(_STOCK_ACTIVATIONS))))
     config["hidden_act"] = _STOCK_ACTIVATIONS[act]
+  bert_config = _bert_config(config, config_path)
+  variables = {}
+  for hf_name, value in sorted(read_safetensors(weights_path).items()):
+    mapped = hf_name_to_stock(hf_name)
+    if mapped is None:
+      logging.info("skipping %s", hf_name)
+      continue
+    variables[mapped[0]] = (value.T if mapped[1] else value).astype(np.float32)
+  checkpoints.check_shapes_fit({name: value.shape for name, value in variables.items()},
+                               bert_config, weights_path, complete=True,
+                               config_source=config_path)
+  vocab_path = os.path.join(hf_model_dir, "vocab.txt")
+  if os.path.isfile(vocab_path):
+    _check_vocab_size(vocab_path, bert_config, config_path)
+
   tf.io.gfile.makedirs(output_dir)
   with open(os.path.join(output_dir, "bert_config.json"), "w") as f:
     json.dump(config, f, indent=2)
-  vocab_path = os.path.join(hf_model_dir, "vocab.txt")
   if os.path.isfile(vocab_path):
     shutil.copyfile(vocab_path, os.path.join(output_dir, "vocab.txt"))
-
-  tensors = read_safetensors(weights_path)
   graph = tf.Graph()
   with graph.as_default():
-    variables = []
-    for hf_name, value in sorted(tensors.items()):
-      mapped = hf_name_to_stock(hf_name)
-      if mapped is None:
-        logging.info("skipping %s", hf_name)
-        continue
-      stock_name, transpose = mapped
-      value = value.T if transpose else value
-      variables.append(tf.Variable(value.astype(np.float32), name=stock_name))
+    tf_variables = [tf.Variable(value, name=name) for name, value in sorted(variables.items())]
     global_step = tf.train.get_or_create_global_step()
-    saver = tf.train.Saver(variables + [global_step])
+    saver = tf.train.Saver(tf_variables + [global_step])
     with tf.Session() as sess:
       sess.run(tf.global_variables_initializer())
       saver.save(sess, os.path.join(output_dir, "bert_model.ckpt"), write_meta_graph=False)
-  logging.info("Wrote %d variables to %s", len(variables),
+  logging.info("Wrote %d variables to %s", len(tf_variables),
                os.path.join(output_dir, "bert_model.ckpt"))
-  return len(variables)
+  return len(tf_variables)
+
+
+def _bert_config(config, source):
+  """modeling.BertConfig of a config dict; an InputError names `source`."""
+  try:
+    return modeling.BertConfig.from_dict(config)
+  except cli.InputError as e:
+    raise cli.InputError("%s: %s" % (source, e))
+
+
+def _check_vocab_size(vocab_file, bert_config, config_source):
+  """The vocabulary must have vocab_size entries (InputError)."""
+  vocab = tokenization.load_vocab(vocab_file)
+  if len(vocab) != bert_config.vocab_size:
+    raise cli.InputError("%s has %d entries but vocab_size=%d in %s: the vocabulary must be the "
+                         "one the model was trained with" % (vocab_file, len(vocab),
+                                                             bert_config.vocab_size,
+                                                             config_source))
+
+
+def _check_head_shapes(shapes, bert_config, what, config_source):
+  """The pretraining and classifier heads of a checkpoint must fit bert_config (InputError)."""
+  h = bert_config.hidden_size
+  expected = {"cls/predictions/output_bias": [bert_config.vocab_size],
+              "cls/predictions/transform/dense/kernel": [h, h],
+              "cls/predictions/transform/dense/bias": [h],
+              "cls/predictions/transform/LayerNorm/gamma": [h],
+              "cls/predictions/transform/LayerNorm/beta": [h],
+              "cls/seq_relationship/output_weights": [2, h],
+              "cls/seq_relationship/output_bias": [2]}
+  if "output_weights" in shapes:
+    num_labels = shapes["output_weights"][0]
+    expected.update(output_weights=[num_labels, h], output_bias=[num_labels])
+  for name, shape in sorted(expected.items()):
+    if name in shapes and list(shapes[name]) != shape:
+      raise cli.InputError("%s: variable %s has shape %s there but %s under hidden_size=%d, "
+                           "vocab_size=%d in %s" % (what, name, list(shapes[name]), shape, h,
+                                                     bert_config.vocab_size, config_source))
 
 
 # modeling.py activation names -> transformers' (ACT2FN) names of the same function.
@@ -273,14 +319,13 @@ def bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_f
   """Writes the Hugging Face model of `checkpoint`; returns the number of tensors written."""
   bert_config = modeling.BertConfig.from_json_file(
       cli.require_file(bert_config_file, "bert_config_file"))
-  vocab = tokenization.load_vocab(cli.require_file(vocab_file, "vocab_file"))
-  if len(vocab) != bert_config.vocab_size:
-    raise cli.InputError("%s has %d entries but vocab_size=%d in %s: the vocabulary must be the "
-                         "one the model was trained with" % (vocab_file, len(vocab),
-                                                             bert_config.vocab_size,
-                                                             bert_config_file))
+  _check_vocab_size(cli.require_file(vocab_file, "vocab_file"), bert_config, bert_config_file)
   checkpoint = resolve_checkpoint(checkpoint)
+  what, config_source = "--checkpoint=%s" % checkpoint, "--bert_config_file=%s" % bert_config_file
+  checkpoints.check_checkpoint_fits(checkpoint, bert_config, what, complete=True,
+                                    config_source=config_source)
   reader = tf.train.load_checkpoint(checkpoint)
+  _check_head_shapes(reader.get_variable_to_shape_map(), bert_config, what, config_source)
   names = sorted(reader.get_variable_to_shape_map())
   labels = None
   if "output_weights" in names:

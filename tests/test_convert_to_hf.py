@@ -10,13 +10,17 @@ import os
 import shutil
 import struct
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
 from classifier import model as classifier_model
+from core.errors import InputError
 from heads import pretraining as pretraining_model
 import modeling
+from serving import huggingface
 import tokenization
 from script_runner import ENGLISH_VOCAB, assert_one_line_error, run_script, \
     write_tiny_bert_config
@@ -105,6 +109,72 @@ def test_hf_to_ours_to_hf_gives_the_same_tensors_bit_for_bit(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   with open(str(tmp_path / "again" / "bert_config.json")) as f:
     assert json.load(f)["hidden_act"] == "gelu"
+
+
+# A config field with a tensor shape behind it, a wrong value, and what the error names.
+_WRONG_FIELDS = [("vocab_size", 30000, "word_embeddings"), ("hidden_size", 48, "shape"),
+                 ("intermediate_size", 96, "intermediate"),
+                 ("max_position_embeddings", 128, "position_embeddings"),
+                 ("type_vocab_size", 3, "token_type_embeddings"),
+                 ("num_hidden_layers", 3, "lacks the variable bert/encoder/layer_2/"),
+                 ("num_hidden_layers", 1, "has 2 encoder layers but num_hidden_layers=1")]
+
+
+_GOOD_CONFIG = {"vocab_size": 30522, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
+                "num_attention_heads": 4, "intermediate_size": 2 * HIDDEN, "hidden_act": "gelu",
+                "max_position_embeddings": 64, "type_vocab_size": 2, "model_type": "bert",
+                "initializer_range": 0.02}
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+  """A tiny HF BERT's tensors and its conversion to our checkpoint layout."""
+  root = tmp_path_factory.mktemp("converted")
+  tensors = _hf_bert_model_tensors(np.random.default_rng(0), 30522)
+  _write_hf_model(str(root / "hf"), tensors, _GOOD_CONFIG)
+  huggingface.hf_to_bert(str(root / "hf"), str(root / "ours"))
+  return tensors, str(root / "ours")
+
+
+@pytest.mark.parametrize("field,value,fragment", _WRONG_FIELDS)
+def test_a_config_field_that_contradicts_the_tensors_is_refused_both_ways(converted, tmp_path,
+                                                                          field, value,
+                                                                          fragment):
+  """Neither converter writes a model whose config says other shapes than its tensors."""
+  tensors, ours = converted
+  bad = dict(_GOOD_CONFIG, **{field: value})
+  _write_hf_model(str(tmp_path / "hf_bad"), tensors, bad)
+  with pytest.raises(InputError, match=r"model.safetensors.*%s.*config.json" % re.escape(fragment)):
+    huggingface.hf_to_bert(str(tmp_path / "hf_bad"), str(tmp_path / "ours_bad"))
+  assert not os.path.exists(str(tmp_path / "ours_bad"))
+  bad_config = str(tmp_path / "bad_config.json")
+  with open(bad_config, "w") as f:
+    json.dump(bad, f)
+  vocab = ENGLISH_VOCAB
+  if field == "vocab_size":  # a vocabulary of the config's size, so the tensors are what differ
+    vocab = str(tmp_path / "vocab.txt")
+    with open(ENGLISH_VOCAB, encoding="utf-8") as f:
+      lines = f.readlines()[:value]
+    with open(vocab, "w", encoding="utf-8") as f:
+      f.writelines(lines)
+  with pytest.raises(InputError, match=r"--checkpoint=.*%s.*--bert_config_file=" %
+                     re.escape(fragment)):
+    huggingface.bert_to_hf(os.path.join(ours, "bert_model.ckpt"), bad_config, vocab, True, None,
+                           str(tmp_path / "back"))
+  assert not os.path.exists(str(tmp_path / "back"))
+
+
+def test_a_contradicting_config_is_one_error_line_from_both_scripts(converted, tmp_path):
+  tensors, ours = converted
+  _write_hf_model(str(tmp_path / "hf"), tensors, dict(_GOOD_CONFIG, intermediate_size=96))
+  proc = run_script("convert_hf_checkpoint.py", "--hf_model_dir=" + str(tmp_path / "hf"),
+                    "--output_dir=" + str(tmp_path / "ours"))
+  assert_one_line_error(proc, "intermediate/dense/kernel has shape [32, 64] there but [32, 96]")
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + ours,
+                    "--bert_config_file=" + os.path.join(str(tmp_path / "hf"), "config.json"),
+                    "--vocab_file=" + ENGLISH_VOCAB, "--output_dir=" + str(tmp_path / "back"))
+  assert_one_line_error(proc, "intermediate/dense/kernel has shape [32, 64] there but [32, 96]")
+  assert not os.path.exists(str(tmp_path / "ours")) and not os.path.exists(str(tmp_path / "back"))
 
 
 def _save_checkpoint(output_dir, build_heads):
