@@ -353,3 +353,93 @@ def test_transformers_masked_lm_gives_our_predictions(tmp_path):
   import torch  # pylint: disable=g-import-not-at-top
   log_probs = torch.log_softmax(logits, dim=-1).numpy()
   assert np.abs(log_probs - values["mlm_log_probs"]).max() < 1e-4
+
+
+def _stock_task_files(task, data_dir):
+  """Tiny English data in the stock layout of `task`; returns its labels and test inputs."""
+  labels = {"cola": ["0", "1"], "mrpc": ["0", "1"], "tsv": ["bad", "good"],
+            "mnli": ["contradiction", "entailment", "neutral"],
+            "xnli": ["contradiction", "entailment", "neutral"]}[task]
+  words = ["good", "bad", "great", "awful", "fine", "poor"]
+
+  def example(i):
+    return ("the film was %s" % words[i % 6], "it was %s" % words[(i * 5 + 1) % 6],
+            labels[i % len(labels)])
+
+  def write(name, header, rows):
+    path = os.path.join(data_dir, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+      f.writelines("\t".join(r) + "\n" for r in ([header] if header else []) + rows)
+
+  train, dev, test = ([example(i) for i in range(n)] for n in (24, 6, 7))
+  test = [example(i + 3) for i in range(7)]
+  if task == "cola":
+    for name, split in (("train.tsv", train), ("dev.tsv", dev)):
+      write(name, None, [["src", label, "", a] for a, _, label in split])
+    write("test.tsv", ["index", "sentence"], [[str(i), a] for i, (a, _, _) in enumerate(test)])
+    return labels, [a for a, _, _ in test]
+  if task == "tsv":
+    for name, split in (("train.tsv", train), ("dev.tsv", dev)):
+      write(name, None, [[a, label] for a, _, label in split])
+    write("test.tsv", ["qid", "text_a"], [[str(i), a] for i, (a, _, _) in enumerate(test)])
+    return labels, [a for a, _, _ in test]
+  if task == "mrpc":
+    head = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+    for name, split in (("train.tsv", train), ("dev.tsv", dev)):
+      write(name, head, [[label, "1", "2", a, b] for a, b, label in split])
+    write("test.tsv", ["index"] + head[1:], [[str(i), "1", "2", a, b]
+                                             for i, (a, b, _) in enumerate(test)])
+  elif task == "mnli":
+    parses = ["p"] * 4
+    write("train.tsv", ["index", "promptID", "pairID", "genre"] + ["parse"] * 4 + [
+        "sentence1", "sentence2", "label1", "gold_label"],
+          [[str(i), "1", "2", "g"] + parses + [a, b, label, label]
+           for i, (a, b, label) in enumerate(train)])
+    write("dev_matched.tsv", ["index", "promptID", "pairID", "genre"] + ["parse"] * 4 + [
+        "sentence1", "sentence2"] + ["label%d" % k for k in range(1, 6)] + ["gold_label"],
+          [[str(i), "1", "2", "g"] + parses + [a, b] + [label] * 6
+           for i, (a, b, label) in enumerate(dev)])
+    write("test_matched.tsv", ["index", "promptID", "pairID", "genre"] + ["parse"] * 4 + [
+        "sentence1", "sentence2"], [[str(i), "1", "2", "g"] + parses + [a, b]
+                                    for i, (a, b, _) in enumerate(test)])
+  else:  # xnli
+    write(os.path.join("multinli", "multinli.train.zh.tsv"), ["premise", "hypo", "label"],
+          [[a, b, "contradictory" if label == "contradiction" else label]
+           for a, b, label in train])
+    head = ["language", "gold_label", "s1bp", "s2bp", "s1p", "s2p", "sentence1", "sentence2"]
+    write("xnli.dev.tsv", head, [["zh", label, "p", "p", "p", "p", a, b] for a, b, label in dev])
+    write("xnli.test.tsv", head, [["zh", label, "p", "p", "p", "p", a, b]
+                                  for a, b, label in test])
+  return labels, [{"text": a, "text_pair": b} for a, b, _ in test]
+
+
+@pytest.mark.parametrize("task", ["cola", "mrpc", "mnli", "xnli", "tsv"])
+def test_transformers_pipeline_gives_predict_txt_row_for_row(task, tmp_path):
+  """The converted model, run by transformers' text-classification pipeline on the test set,
+  names the same class as predict.txt on every row (stock tasks write no labels.txt)."""
+  transformers = _transformers()
+  data_dir, out = str(tmp_path / "data"), str(tmp_path / "out")
+  labels, inputs = _stock_task_files(task, data_dir)
+  config = write_tiny_bert_config(str(tmp_path / "bert_config.json"), 30522, hidden_size=HIDDEN)
+  proc = run_script("run_classifier_mgpu.py", "--task_name=" + task, "--data_dir=" + data_dir,
+                    "--vocab_file=" + ENGLISH_VOCAB, "--bert_config_file=" + config,
+                    "--output_dir=" + out, "--do_train", "--do_predict", "--max_seq_length=24",
+                    "--train_batch_size=8", "--num_train_epochs=2", "--learning_rate=3e-3")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  hf_dir = str(tmp_path / "hf")
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + out, "--bert_config_file=" + config,
+                    "--vocab_file=" + ENGLISH_VOCAB, "--output_dir=" + hf_dir)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  pipe = transformers.pipeline("text-classification", model=hf_dir, tokenizer=hf_dir,
+                               device="cpu")
+  served = pipe(inputs, top_k=None)
+  with open(os.path.join(out, "predict.txt"), encoding="utf-8") as f:
+    predicted = f.read().splitlines()
+  assert len(predicted) == len(inputs) == 7
+  assert [max(row, key=lambda r: r["score"])["label"] for row in served] == predicted
+  assert set(predicted) <= set(labels)
+  probabilities = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t")
+  for row, expected in zip(served, probabilities):
+    scores = {r["label"]: r["score"] for r in row}
+    assert np.abs(np.array([scores[label] for label in labels]) - expected).max() < 1e-4
