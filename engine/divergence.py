@@ -63,6 +63,11 @@ class Watch(object):
                     self._grad + SMOOTHING * (grad_norm - self._grad))
     return False
 
+  @property
+  def lowest_loss(self):
+    """The lowest smoothed loss of the normal updates so far (None before the first)."""
+    return self._lowest
+
   def first_unsafe_step(self, diverged_step):
     """The lowest checkpoint step that may hold ruined weights, once the run diverged at
     `diverged_step` (its loss or weights stopped being finite)."""

@@ -487,6 +487,13 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
     logging.info("Stopped early at step %d; %s", step, checkpoints.where())
   else:
     _save_finite(sess, step, checkpoints, watch)
+  if watch.onset is not None:
+    logging.warning(
+        "training ended at step %d with the loss (%g) outside its normal range since step %d "
+        "(the lowest smoothed loss was %g): the weights are finite but may be far from useful; "
+        "the checkpoints before step %d were saved in the normal range. If the results are "
+        "poor, rerun with a lower --learning_rate in a new --output_dir", step, loss_value,
+        watch.onset, watch.lowest_loss, watch.onset - 1)
   if early_stop is not None:
     early_stop.final(step, checkpoints.latest)
   return {"global_step": step, "loss": float(loss_value)}

@@ -130,3 +130,21 @@ def test_slow_divergence_resumes_from_the_last_sound_checkpoint_and_the_rerun_le
   assert "Resuming from %s" % os.path.join(out, "model.ckpt-10") in proc.stderr
   accuracy, step = _eval_accuracy(out)
   assert _last_train_loss(proc) < 0.3 and accuracy >= 0.7 and step == 60
+
+
+def test_a_run_that_ends_far_off_but_finite_says_so(task, tmp_path):
+  """lr 30: the loss climbs to hundreds and stays finite; the run finishes (exit 0) but its
+  last line says the weights were trained outside the normal range and since when."""
+  data_dir, config = task
+  proc = run_script("run_classifier_mgpu.py", *_args(data_dir, config, str(tmp_path / "out"),
+                                                      "--do_train", "--learning_rate=30",
+                                                      "--num_train_steps=16"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert _last_train_loss(proc) > 10
+  assert re.search(r"training ended at step 16 with the loss \([0-9.e+]+\) outside its normal "
+                   r"range since step \d+ \(the lowest smoothed loss was 0\.69", proc.stderr)
+  # A sound run ends without it.
+  proc = run_script("run_classifier_mgpu.py", *_args(data_dir, config, str(tmp_path / "ok"),
+                                                      "--do_train", "--learning_rate=2e-3",
+                                                      "--num_train_steps=16"))
+  assert proc.returncode == 0 and "outside its normal range" not in proc.stderr
