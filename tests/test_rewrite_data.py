@@ -33,9 +33,16 @@ def test_read_rewrite_tsv_column_orders_and_test_rows(tmp_path):
       (1, "s1", "t1"), (2, "s2", "t2")]
   swapped = rewrite_data.read_rewrite_tsv(path, "target_source")
   assert [(r.source, r.target) for r in swapped] == [("t1", "s1"), ("t2", "s2")]
-  test = _write(tmp_path, "test.tsv", "only source\nsrc\ttgt\n")
+  test = _write(tmp_path, "test.tsv", "only source\nsrc\n")
   rows = rewrite_data.read_rewrite_tsv(test, need_target=False)
-  assert [(r.source, r.target) for r in rows] == [("only source", None), ("src", "tgt")]
+  assert [(r.source, r.target) for r in rows] == [("only source", None), ("src", None)]
+  rows = rewrite_data.read_rewrite_tsv(path, need_target=False)
+  assert [(r.source, r.target) for r in rows] == [("s1", "t1"), ("s2", "t2")]
+  # A tab inside one test source would cut it and read its end as a target: refused.
+  test = _write(tmp_path, "test.tsv", "only source\nsrc\ttail of the source\n")
+  with pytest.raises(InputError, match=r"test.tsv:2: 2 tab-separated column\(s\), but line 1 "
+                     r"has 1; a tab inside a text"):
+    rewrite_data.read_rewrite_tsv(test, need_target=False)
 
 
 @pytest.mark.parametrize("text, line, what", [
