@@ -185,6 +185,73 @@ def stock_name_to_hf(name, prefix):
   return None
 
 
+# ELECTRA (pretraining/electra_model.py) <-> transformers' ElectraForPreTraining (the
+# discriminator) and ElectraForMaskedLM (the generator). bert/... maps as BERT's encoder does,
+# under "electra."; the shared bert/embeddings/ go to both models; generator/encoder/ is the
+# generator's encoder; bert/pooler/ has no ELECTRA counterpart (it is never trained). The rest:
+_ELECTRA_HEADS = (
+    ("generator", "generator/embeddings_project/kernel", "electra.embeddings_project.weight"),
+    ("generator", "generator/embeddings_project/bias", "electra.embeddings_project.bias"),
+    ("generator", "generator/cls/predictions/transform/dense/kernel",
+     "generator_predictions.dense.weight"),
+    ("generator", "generator/cls/predictions/transform/dense/bias",
+     "generator_predictions.dense.bias"),
+    ("generator", "generator/cls/predictions/transform/LayerNorm/gamma",
+     "generator_predictions.LayerNorm.weight"),
+    ("generator", "generator/cls/predictions/transform/LayerNorm/beta",
+     "generator_predictions.LayerNorm.bias"),
+    ("generator", "generator/cls/predictions/output_bias", "generator_lm_head.bias"),
+    ("discriminator", "discriminator_predictions/dense/kernel",
+     "discriminator_predictions.dense.weight"),
+    ("discriminator", "discriminator_predictions/dense/bias",
+     "discriminator_predictions.dense.bias"),
+    ("discriminator", "discriminator_predictions/output/kernel",
+     "discriminator_predictions.dense_prediction.weight"),
+    ("discriminator", "discriminator_predictions/output/bias",
+     "discriminator_predictions.dense_prediction.bias"),
+)
+ELECTRA_MODELS = ("discriminator", "generator")
+
+
+def electra_name_to_hf(name):
+  """Maps a variable of our ELECTRA to its transformers tensors.
+
+  Returns:
+    list of (model, Hugging Face name, transpose?), model "discriminator" or "generator"; two
+    entries for a shared embedding, none for bert/pooler/, Adam slots and global_step.
+  """
+  for model, ours, hf in _ELECTRA_HEADS:
+    if name == ours:
+      return [(model, hf, ours.endswith("/kernel"))]
+  if name.startswith("generator/encoder/"):
+    mapped = stock_name_to_hf("bert/" + name[len("generator/"):], "electra.")
+    return [("generator",) + mapped] if mapped else []
+  if not name.startswith("bert/") or name.startswith("bert/pooler/"):
+    return []
+  mapped = stock_name_to_hf(name, "electra.")
+  if not mapped:
+    return []
+  models = ELECTRA_MODELS if name.startswith("bert/embeddings/") else ("discriminator",)
+  return [(model,) + mapped for model in models]
+
+
+def electra_hf_name_to_ours(hf_name, model):
+  """Maps a tensor of a transformers ELECTRA `model` ("discriminator" or "generator") to
+  (our variable name, transpose?), or None to skip it. Names with or without the "electra."
+  prefix of the task models (a bare ElectraModel is saved without it) are read."""
+  name = re.sub(r"^electra\.", "", hf_name)
+  for head_model, ours, hf in _ELECTRA_HEADS:
+    if model == head_model and name == re.sub(r"^electra\.", "", hf):
+      return ours, ours.endswith("/kernel")
+  mapped = hf_name_to_stock(name)
+  if mapped is None or mapped[0].startswith("bert/pooler/"):
+    return None
+  ours, transpose = mapped
+  if model == "generator" and ours.startswith("bert/encoder/"):
+    ours = "generator/" + ours[len("bert/"):]
+  return ours, transpose
+
+
 def write_safetensors(path, tensors):
   """Writes {name: numpy array} as a .safetensors file (header, then raw little-endian data).
 
