@@ -248,7 +248,8 @@ def main(_):
                    pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(setup, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
                                            max_seq_length=fmt["max_seq_length"]))
-    checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file)
+    checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file,
+                             scopes=objective.export_scopes)
     objective.export(setup.output_dir)
 
   if FLAGS.do_eval or FLAGS.do_predict:

@@ -153,17 +153,32 @@ def check_checkpoint_fits(checkpoint, bert_config, what):
     saved = dict(tf.train.list_variables(checkpoint))
   except (tf.errors.OpError, ValueError) as e:
     raise InputError("%s: cannot read the checkpoint (%s)" % (what, cli.first_line(str(e))))
+  check_shapes_fit(saved, bert_config, what)
+
+
+def check_shapes_fit(saved, bert_config, what, config_name="--bert_config_file", scope="bert/"):
+  """Raises InputError when the BERT variables in `saved` do not have the shapes of bert_config.
+
+  Args:
+    saved: {variable name: shape} (a checkpoint's, or tensors about to be written as one).
+    bert_config: BertConfig they should fit.
+    what: names their source in the message.
+    config_name: names the config in the message.
+    scope: where the encoder lives: "bert/", or "generator/" for ELECTRA's generator (whose
+      embedding tables are the discriminator's, so only its encoder layers are checked).
+  """
   for name, shape in modeling.stock_variable_shapes(bert_config):
+    name = scope + name[len("bert/"):]
     if name in saved and list(saved[name]) != list(shape):
-      raise InputError("%s: variable %s has shape %s there but %s under %s; does "
-                       "--bert_config_file belong to this checkpoint?" %
-                       (what, name, list(saved[name]), list(shape), _config_names(bert_config)))
-  layers = {int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, saved)
+      raise InputError("%s: variable %s has shape %s there but %s under %s; does %s belong to "
+                       "this checkpoint?" % (what, name, list(saved[name]), list(shape),
+                                             _config_names(bert_config), config_name))
+  layers = {int(m.group(1)) for m in map(re.compile(scope + r"encoder/layer_(\d+)/").match, saved)
             if m}
   if layers and max(layers) + 1 != bert_config.num_hidden_layers:
-    raise InputError("%s has %d encoder layers but num_hidden_layers=%d in --bert_config_file; "
-                     "does the config belong to this checkpoint?" %
-                     (what, max(layers) + 1, bert_config.num_hidden_layers))
+    raise InputError("%s has %d encoder layers but num_hidden_layers=%d in %s; does the config "
+                     "belong to this checkpoint?" %
+                     (what, max(layers) + 1, bert_config.num_hidden_layers, config_name))
 
 
 def _config_names(bert_config):
@@ -327,11 +342,12 @@ def check_checkpoint_has(checkpoint, variables):
 EXPORT_DIR = "export"
 
 
-def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
+def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None,
+                 scopes=("bert/", "cls/")):
   """Exports the latest checkpoint of output_dir as output_dir/export/, like Google's releases.
 
-  Writes bert_model.ckpt with the model weights only (`bert/` and `cls/`, no Adam slot, no
-  global_step: fine-tuning from it starts at step 0 with fresh optimizer state),
+  Writes bert_model.ckpt with the model weights only (`scopes`, by default `bert/` and `cls/`;
+  no Adam slot, no global_step: fine-tuning from it starts at step 0 with fresh optimizer state),
   bert_config.json, and vocab.txt (or the SentencePiece model). Pass the folder as BERT_DIR to
   the fine-tuning scripts, or export/bert_model.ckpt as --init_checkpoint.
 
@@ -341,7 +357,7 @@ def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
   checkpoint = latest_checkpoint(output_dir)
   export_dir = os.path.join(output_dir, EXPORT_DIR)
   tf.io.gfile.makedirs(export_dir)
-  prefix = write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"))
+  prefix = write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"), scopes)
   with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as writer:
     writer.write(bert_config.to_json_string())
   if spm_model_file:

@@ -23,6 +23,10 @@ class ElectraObjective(object):
 
   name = "electra"
   uses_nsp = False  # ELECTRA has no next-sentence task; records' NSP labels are ignored.
+  # export/bert_model.ckpt: the discriminator, stock bert/ names (the classifier fine-tunes it
+  # and ignores the rest), with its replaced-token head (convert_to_hf.py writes both as
+  # transformers' ElectraForPreTraining).
+  export_scopes = ("bert/", "discriminator_predictions/")
 
   def __init__(self, bert_config, hidden_ratio=electra_model.DEFAULT_GENERATOR_HIDDEN_RATIO,
                disc_weight=electra_model.DEFAULT_DISC_WEIGHT, eval_seed=0,
@@ -50,7 +54,8 @@ class ElectraObjective(object):
   def export(self, output_dir):
     """Writes the generator beside the discriminator's export/: export/generator/ holds
     generator.ckpt (generator/... plus the shared bert/embeddings/...) and generator_config.json.
-    export/ itself (checkpoints.export_model) holds only the discriminator's stock bert/ names.
+    export/ itself (checkpoints.export_model) holds the discriminator: its stock bert/ names and
+    discriminator_predictions/.
     """
     export_dir = os.path.join(output_dir, GENERATOR_EXPORT_DIR)
     tf.io.gfile.makedirs(export_dir)
