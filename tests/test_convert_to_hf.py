@@ -35,25 +35,25 @@ def _read_raw_safetensors(path):
           for name, info in header.items() if name != "__metadata__"}
 
 
-def _hf_bert_model_tensors(rng, vocab_size):
+def _hf_bert_model_tensors(rng, vocab_size, hidden=HIDDEN):
   """Tensors of a tiny transformers BertModel, named as its save_pretrained names them."""
-  shapes = {"embeddings.word_embeddings.weight": [vocab_size, HIDDEN],
-            "embeddings.position_embeddings.weight": [64, HIDDEN],
-            "embeddings.token_type_embeddings.weight": [2, HIDDEN],
-            "embeddings.LayerNorm.weight": [HIDDEN], "embeddings.LayerNorm.bias": [HIDDEN],
-            "pooler.dense.weight": [HIDDEN, HIDDEN], "pooler.dense.bias": [HIDDEN]}
+  shapes = {"embeddings.word_embeddings.weight": [vocab_size, hidden],
+            "embeddings.position_embeddings.weight": [64, hidden],
+            "embeddings.token_type_embeddings.weight": [2, hidden],
+            "embeddings.LayerNorm.weight": [hidden], "embeddings.LayerNorm.bias": [hidden],
+            "pooler.dense.weight": [hidden, hidden], "pooler.dense.bias": [hidden]}
   for i in range(LAYERS):
-    for name, shape in (("attention.self.query", [HIDDEN, HIDDEN]),
-                        ("attention.self.key", [HIDDEN, HIDDEN]),
-                        ("attention.self.value", [HIDDEN, HIDDEN]),
-                        ("attention.output.dense", [HIDDEN, HIDDEN]),
-                        ("intermediate.dense", [2 * HIDDEN, HIDDEN]),
-                        ("output.dense", [HIDDEN, 2 * HIDDEN])):
+    for name, shape in (("attention.self.query", [hidden, hidden]),
+                        ("attention.self.key", [hidden, hidden]),
+                        ("attention.self.value", [hidden, hidden]),
+                        ("attention.output.dense", [hidden, hidden]),
+                        ("intermediate.dense", [2 * hidden, hidden]),
+                        ("output.dense", [hidden, 2 * hidden])):
       shapes["encoder.layer.%d.%s.weight" % (i, name)] = shape
       shapes["encoder.layer.%d.%s.bias" % (i, name)] = shape[:1]
     for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-      shapes["encoder.layer.%d.%s.weight" % (i, norm)] = [HIDDEN]
-      shapes["encoder.layer.%d.%s.bias" % (i, norm)] = [HIDDEN]
+      shapes["encoder.layer.%d.%s.weight" % (i, norm)] = [hidden]
+      shapes["encoder.layer.%d.%s.bias" % (i, norm)] = [hidden]
   return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
 
 
@@ -301,6 +301,9 @@ def _hf_electra_tensors(rng, vocab_size):
                "discriminator_predictions.dense_prediction.weight": [1, HIDDEN],
                "discriminator_predictions.dense_prediction.bias": [1]})
   gen = {name: value for name, value in disc.items() if name.startswith("electra.embeddings.")}
+  gen.update({"electra." + name: value
+              for name, value in _hf_bert_model_tensors(rng, vocab_size, GEN_HIDDEN).items()
+              if name.startswith("encoder.")})
   gen.update({"electra.embeddings_project.weight": [GEN_HIDDEN, HIDDEN],
               "electra.embeddings_project.bias": [GEN_HIDDEN],
               "generator_predictions.dense.weight": [HIDDEN, GEN_HIDDEN],
@@ -308,18 +311,6 @@ def _hf_electra_tensors(rng, vocab_size):
               "generator_predictions.LayerNorm.weight": [HIDDEN],
               "generator_predictions.LayerNorm.bias": [HIDDEN],
               "generator_lm_head.bias": [vocab_size]})
-  for i in range(LAYERS):
-    for name, shape in (("attention.self.query", [GEN_HIDDEN, GEN_HIDDEN]),
-                        ("attention.self.key", [GEN_HIDDEN, GEN_HIDDEN]),
-                        ("attention.self.value", [GEN_HIDDEN, GEN_HIDDEN]),
-                        ("attention.output.dense", [GEN_HIDDEN, GEN_HIDDEN]),
-                        ("intermediate.dense", [2 * GEN_HIDDEN, GEN_HIDDEN]),
-                        ("output.dense", [GEN_HIDDEN, 2 * GEN_HIDDEN])):
-      gen["electra.encoder.layer.%d.%s.weight" % (i, name)] = shape
-      gen["electra.encoder.layer.%d.%s.bias" % (i, name)] = shape[:1]
-    for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-      gen["electra.encoder.layer.%d.%s.weight" % (i, norm)] = [GEN_HIDDEN]
-      gen["electra.encoder.layer.%d.%s.bias" % (i, norm)] = [GEN_HIDDEN]
   for tensors in (disc, gen):
     for name, value in tensors.items():
       if isinstance(value, list):
