@@ -107,6 +107,22 @@ def test_hf_to_ours_to_hf_gives_the_same_tensors_bit_for_bit(tmp_path):
     assert json.load(f)["hidden_act"] == "gelu"
 
 
+def _tiny_model_and_inputs(output_dir):
+  """(bert_config.json written in output_dir, its BertConfig, the RandomState, and input ids /
+  mask / segments int32 [3, 12]: row 1 padded from 9, segment 1 from 6)."""
+  config_file = write_tiny_bert_config(os.path.join(output_dir, "bert_config.json"), 30522,
+                                       hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                       initializer_range=0.2)
+  rng = np.random.RandomState(0)
+  input_ids = rng.randint(1000, 30000, size=(3, 12)).astype(np.int32)
+  input_mask = np.ones_like(input_ids)
+  input_mask[1, 9:] = 0
+  segment_ids = np.zeros_like(input_ids)
+  segment_ids[:, 6:] = 1
+  return (config_file, modeling.BertConfig.from_json_file(config_file), rng,
+          (input_ids, input_mask, segment_ids))
+
+
 def _save_checkpoint(output_dir, build_heads):
   """A random tiny BERT (initializer_range 0.2) with build_heads(model)'s variables.
 
@@ -115,16 +131,8 @@ def _save_checkpoint(output_dir, build_heads):
     computed here).
   """
   os.makedirs(output_dir, exist_ok=True)
-  config_file = write_tiny_bert_config(os.path.join(output_dir, "bert_config.json"), 30522,
-                                       hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                       initializer_range=0.2)
-  config = modeling.BertConfig.from_json_file(config_file)
-  rng = np.random.RandomState(0)
-  input_ids = rng.randint(1000, 30000, size=(3, 12)).astype(np.int32)
-  input_mask = np.ones_like(input_ids)
-  input_mask[1, 9:] = 0
-  segment_ids = np.zeros_like(input_ids)
-  segment_ids[:, 6:] = 1
+  config_file, config, rng, (input_ids, input_mask, segment_ids) = _tiny_model_and_inputs(
+      output_dir)
   with tf.Graph().as_default():
     tf.set_random_seed(1)
     outputs = build_heads(config, *[tf.constant(x) for x in (input_ids, input_mask, segment_ids)])
@@ -426,19 +434,10 @@ def _electra_run(run_dir):
   """
   from pretraining import electra_model  # pylint: disable=g-import-not-at-top
   os.makedirs(os.path.join(run_dir, "export", "generator"))
-  config_file = write_tiny_bert_config(os.path.join(run_dir, "bert_config.json"), 30522,
-                                       hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                       initializer_range=0.2)
-  config = modeling.BertConfig.from_json_file(config_file)
+  config_file, config, rng, (ids, mask, segments) = _tiny_model_and_inputs(run_dir)
   gen_config = electra_model.generator_config(config, 0.5)
   with open(os.path.join(run_dir, "export", "generator", "generator_config.json"), "w") as f:
     f.write(gen_config.to_json_string())
-  rng = np.random.RandomState(0)
-  ids = rng.randint(1000, 30000, size=(3, 12)).astype(np.int32)
-  mask = np.ones_like(ids)
-  mask[1, 9:] = 0
-  segments = np.zeros_like(ids)
-  segments[:, 6:] = 1
   positions = np.array([[1, 4, 7], [2, 3, 8], [5, 6, 10]], np.int32)
   features = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
               "masked_lm_positions": positions,
