@@ -340,6 +340,9 @@ def check_checkpoint_has(checkpoint, variables):
 
 
 EXPORT_DIR = "export"
+# In export/ when the model may be worse than it looks (an objective's check after training,
+# e.g. ELECTRA at the prior); convert_to_hf.py copies it along.
+EXPORT_WARNING = "WARNING.txt"
 
 
 def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None,

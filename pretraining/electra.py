@@ -21,7 +21,7 @@ from heads import pretraining as pretraining_model
 from pretraining import electra_model
 
 GENERATOR_EXPORT_DIR = os.path.join(checkpoints.EXPORT_DIR, "generator")
-EXPORT_WARNING = "WARNING.txt"  # in export/, while the discriminator sits at the prior
+EXPORT_WARNING = checkpoints.EXPORT_WARNING  # written while the discriminator sits at the prior
 
 # At the prior: the discriminator loss within PRIOR_LOSS_MARGIN (relative) of the binary entropy
 # of the replaced share, and under PRIOR_RECALL of the replaced tokens caught.

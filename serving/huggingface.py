@@ -463,6 +463,18 @@ def _generator_config(checkpoint, generator_config_file):
                        (checkpoint, " and ".join(candidates), run_dir))
 
 
+def _copy_export_warning(checkpoint, hf_dir):
+  """Copies export/WARNING.txt of the checkpoint's run (beside it, or in its export/) into
+  `hf_dir`, so that the warning travels with the model."""
+  run_dir = os.path.dirname(checkpoint)
+  for path in (os.path.join(run_dir, checkpoints.EXPORT_WARNING),
+               os.path.join(run_dir, checkpoints.EXPORT_DIR, checkpoints.EXPORT_WARNING)):
+    if os.path.isfile(path):
+      shutil.copyfile(path, os.path.join(hf_dir, checkpoints.EXPORT_WARNING))
+      logging.warning("%s: copied to %s", path, hf_dir)
+      return
+
+
 def electra_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, output_dir,
                   generator_config_file=None):
   """Writes an ELECTRA of this project as transformers models: output_dir/discriminator/
@@ -511,6 +523,7 @@ def electra_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, outpu
     _write_hf_dir(os.path.join(output_dir, model), tensors, hf, vocab_file, do_lower_case,
                   "ElectraTokenizer", bert_config.max_position_embeddings)
     written += len(tensors)
+  _copy_export_warning(checkpoint, os.path.join(output_dir, "discriminator"))
   logging.info("Wrote %d tensors of %s to %s", written, what, output_dir)
   return written
 

@@ -135,6 +135,14 @@ def test_a_run_at_the_prior_says_so_and_stops_saying_it_once_it_has_left(ordered
   with open(warning_file) as f:
     note = f.read()
   assert "step 30" in note and "--disc_weight" in note and "train longer" in note
+  # The note travels with the model to Hugging Face.
+  hf_dir = str(tmp_path / "hf")
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + os.path.join(out, "export"),
+                    "--bert_config_file=" + ordered_records["config"],
+                    "--vocab_file=" + ordered_records["vocab"], "--output_dir=" + hf_dir)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with open(os.path.join(hf_dir, "discriminator", electra_pretraining.EXPORT_WARNING)) as f:
+    assert f.read() == note
 
   # 300 steps (resumed): the loss is well under the prior and the outputs differ again.
   log, results = _train(ordered_records, out, 300)
