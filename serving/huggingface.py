@@ -312,7 +312,9 @@ def electra_hf_name_to_ours(hf_name, model):
   return ours, transpose
 
 
-GENERATOR_DIR = "generator"  # beside an ELECTRA's bert_model.ckpt, as in a run's export/
+# Beside an ELECTRA's bert_model.ckpt, as pretraining/electra.py's export writes them in export/
+# (serving may not import pretraining; tests/test_electra_prior.py converts a real export).
+GENERATOR_DIR = "generator"
 GENERATOR_CKPT = "generator.ckpt"
 GENERATOR_CONFIG = "generator_config.json"
 
