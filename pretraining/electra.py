@@ -165,7 +165,9 @@ class ElectraObjective(object):
     results["discriminator_at_prior"] = int(at_prior(results))
     if results["discriminator_at_prior"]:
       results["warning"] = ("the discriminator sits at the prior; this encoder may fine-tune "
-                            "worse than a random start (see export/%s)" % EXPORT_WARNING)
+                            "worse than a random start (what to do: export/%s after training, "
+                            "docs/pretraining.md#which-objective-for-which-budget)" %
+                            EXPORT_WARNING)
     return results
 
   def check_trained(self, results, output_dir, source):
