@@ -19,8 +19,22 @@ output_weights [num_labels, hidden] is already [out, in]. Models with a head get
 prefix of transformers' task models, a bare encoder is saved as transformers' BertModel saves
 it, so a Hugging Face BERT converted with convert_hf_checkpoint.py and back gives the same
 tensors bit for bit. modeling.py's "gelu" is the tanh approximation, transformers' "gelu_new".
-Optimizer slots (adam_m, adam_v) and global_step are left out. The conversion itself is
-serving/huggingface.py's bert_to_hf.
+Optimizer slots (adam_m, adam_v) and global_step are left out.
+
+An ELECTRA of run_pretraining_mgpu.py --objective=electra (its output_dir, a checkpoint of it,
+or its export/bert_model.ckpt with export/generator/ beside) is written as two transformers
+models, their shapes checked against the configs first:
+
+  output_dir/discriminator/  ElectraForPreTraining (the model, with its replaced-token head)
+  output_dir/generator/      ElectraForMaskedLM (generator_lm_head tied to the shared table)
+
+each with config.json (model_type electra, embedding_size = the discriminator's hidden_size),
+model.safetensors and the tokenizer files (tokenizer_class ElectraTokenizer). The conversion
+itself is serving/huggingface.py's checkpoint_to_hf.
+
+  python convert_to_hf.py --checkpoint=domain_electra/export/bert_model.ckpt \
+    --bert_config_file=domain_electra/export/bert_config.json \
+    --vocab_file=domain_electra/export/vocab.txt --output_dir=hf_electra
 """
 
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
@@ -46,7 +60,12 @@ flags.DEFINE_string("labels_file", None,
                     "Classifier labels, one per line in output order; default labels.txt beside "
                     "the checkpoint (written by the tsv task). Without one, labels are named "
                     "LABEL_0, LABEL_1, ... as in transformers.")
-flags.DEFINE_string("output_dir", None, "Where to write the Hugging Face model.")
+flags.DEFINE_string("output_dir", None, "Where to write the Hugging Face model (an ELECTRA: "
+                    "its discriminator/ and generator/ folders).")
+flags.DEFINE_string("generator_config_file", None,
+                    "ELECTRA only: the generator's config; default generator_config.json of "
+                    "export/generator/ (or generator/ beside --checkpoint), else the "
+                    "generator_config the run recorded in its run_info.json.")
 
 
 def main(_):
@@ -56,8 +75,9 @@ def main(_):
   if not FLAGS.checkpoint:
     raise cli.InputError("--checkpoint is required")
   cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
-  huggingface.bert_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-          FLAGS.labels_file, FLAGS.output_dir)
+  huggingface.checkpoint_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+                               FLAGS.do_lower_case, FLAGS.labels_file, FLAGS.output_dir,
+                               FLAGS.generator_config_file)
 
 
 if __name__ == "__main__":

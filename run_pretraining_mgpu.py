@@ -228,6 +228,21 @@ def load_model(setup, fmt, will_train=False):
   return bert_config, tokenizer, masking_config, objective
 
 
+def check_trained(setup, objective, files, fmt, masking_config):
+  """Scores the trained model on the first examples of `files` (at most
+  electra.DIAGNOSTIC_EXAMPLES) and hands the metrics to objective.check_trained, which warns
+  (in the log and in export/) when ELECTRA's discriminator sits at the prior."""
+  checkpoint = checkpoints.latest_checkpoint(setup.output_dir)
+  outputs = inference.run_inference(
+      objective.tower_fn_builder(False, is_training=False),
+      pretraining_records.input_fn_builder(files, fmt, False, masking_config,
+                                           electra.DIAGNOSTIC_EXAMPLES),
+      checkpoint, setup.inference_parallel(), FLAGS.eval_batch_size)
+  source = "the first %d training examples (step %d)" % (
+      len(outputs["input_mask"]), checkpoints.checkpoint_step(checkpoint))
+  objective.check_trained(objective.evaluation_metrics(outputs), setup.output_dir, source)
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
@@ -248,8 +263,11 @@ def main(_):
                    pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(setup, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
                                            max_seq_length=fmt["max_seq_length"]))
-    checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file)
+    checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file,
+                             scopes=objective.export_scopes)
     objective.export(setup.output_dir)
+    if objective.diagnose_after_training:
+      check_trained(setup, objective, train_files, fmt, masking_config)
 
   if FLAGS.do_eval or FLAGS.do_predict:
     fmt = record_format(eval_files, eval_flag)
@@ -271,6 +289,8 @@ def main(_):
       results = objective.evaluation_metrics(outputs)
       results["global_step"] = checkpoints.checkpoint_step(checkpoint)
       common_flags.write_results(os.path.join(setup.output_dir, "eval_results.txt"), results)
+      if "warning" in results:
+        logging.warning("eval_results.txt: %s", results["warning"])
     if FLAGS.do_predict:
       path = os.path.join(setup.output_dir, "predict.txt")
       with tf.io.gfile.GFile(path, "w") as writer:

@@ -8,6 +8,10 @@ nothing to learn from. This prints, per checkpoint, on the first --rows texts of
                  divided by its mean RMS (0 = the same vector for every input)
   token cosine   mean cosine similarity between 2,000 sampled final token vectors
                  (1 = every token has the same vector)
+  token spread   mean over dimensions of the std of the final token vectors across every real
+                 token, divided by their mean RMS: encoder_output_spread of an ELECTRA run's
+                 eval_results.txt (pretraining/electra.py; a random BERT about 0.82, 0 = one
+                 vector for every token)
 
   python benchmarks/encoder_collapse.py --bert_config_file=scripts/small_chinese_bert_config.json \
     --vocab_file=vocab/chinese_vocab.txt --tsv=$SHARED/classify/chnsenticorp/dev.tsv \
@@ -28,6 +32,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
 
 import modeling  # pylint: disable=g-import-not-at-top
+from pretraining import electra  # pylint: disable=g-import-not-at-top
 import tokenization  # pylint: disable=g-import-not-at-top
 
 
@@ -46,7 +51,8 @@ def encode(tsv, vocab_file, rows, seq_length):
 
 
 def measure(config, checkpoint, ids, mask):
-  """([CLS] spread, token cosine) of `checkpoint` ("none": random init) on the batch."""
+  """([CLS] spread, token cosine, token spread) of `checkpoint` ("none": random init) on the
+  batch."""
   with tf.Graph().as_default(), tf.Session() as sess:
     tf.set_random_seed(1)
     model = modeling.BertModel(config, False, tf.constant(ids), tf.constant(mask))
@@ -58,11 +64,15 @@ def measure(config, checkpoint, ids, mask):
   cls = sequence[:, 0]
   rms = np.mean(np.linalg.norm(cls, axis=1) / np.sqrt(cls.shape[1]))
   spread = float(np.mean(np.std(cls, axis=0)) / rms)
+  real = sequence * mask[:, :, None]
+  token_spread = electra.output_spread({
+      "token_sum": real.sum(axis=1), "token_sumsq": (real ** 2).sum(axis=1),
+      "token_rms_sum": np.sqrt(np.mean(real ** 2, axis=-1)).sum(axis=1), "input_mask": mask})
   tokens = sequence[mask.astype(bool)]
   tokens /= np.linalg.norm(tokens, axis=1, keepdims=True)
   sample = tokens[np.random.RandomState(0).choice(len(tokens), min(2000, len(tokens)),
                                                   replace=False)]
-  return spread, float(np.mean(sample @ sample.T))
+  return spread, float(np.mean(sample @ sample.T)), token_spread
 
 
 def main():
@@ -78,8 +88,9 @@ def main():
   config = modeling.BertConfig.from_json_file(args.bert_config_file)
   ids, mask = encode(args.tsv, args.vocab_file, args.rows, args.max_seq_length)
   for checkpoint in args.checkpoints:
-    spread, cosine = measure(config, checkpoint, ids, mask)
-    print("[CLS] spread %.3f  token cosine %.3f  %s" % (spread, cosine, checkpoint))
+    spread, cosine, token_spread = measure(config, checkpoint, ids, mask)
+    print("[CLS] spread %.3f  token cosine %.3f  token spread %.3f  %s" % (
+        spread, cosine, token_spread, checkpoint))
 
 
 if __name__ == "__main__":

@@ -159,7 +159,7 @@ def check_checkpoint_fits(checkpoint, bert_config, what, complete=False,
 
 
 def check_shapes_fit(saved, bert_config, what, complete=False,
-                     config_source="--bert_config_file"):
+                     config_source="--bert_config_file", scope="bert/"):
   """Raises InputError when the BERT variables of `saved` do not have bert_config's shapes.
 
   Every field of the config with a tensor shape behind it is checked: vocab_size,
@@ -167,13 +167,17 @@ def check_shapes_fit(saved, bert_config, what, complete=False,
   (every kernel) and num_hidden_layers (the layers present).
 
   Args:
-    saved: dict stock variable name -> shape (of a checkpoint, or of converted tensors).
+    saved: dict variable name -> shape (of a checkpoint, or of tensors about to be written as
+      one).
     bert_config: the BertConfig the variables should fit.
     what: names the variables' source in messages.
     complete: every encoder variable must be present (a conversion writes a whole model).
     config_source: names the config in messages ("--bert_config_file", "config.json").
+    scope: where the encoder lives: "bert/", or "generator/" for ELECTRA's generator (whose
+      embedding tables are the discriminator's, so only its encoder layers are checked).
   """
   for name, shape in modeling.stock_variable_shapes(bert_config):
+    name = scope + name[len("bert/"):]
     if name in saved and list(saved[name]) != list(shape):
       raise InputError("%s: variable %s has shape %s there but %s under %s; does %s belong to "
                        "these weights?" % (what, name, list(saved[name]), list(shape),
@@ -182,8 +186,8 @@ def check_shapes_fit(saved, bert_config, what, complete=False,
       raise InputError("%s lacks the variable %s of a BERT with num_hidden_layers=%d; does %s "
                        "belong to these weights?" % (what, name, bert_config.num_hidden_layers,
                                                      config_source))
-  layers = {int(m.group(1)) for m in map(re.compile(r"bert/encoder/layer_(\d+)/").match, saved)
-            if m}
+  layers = {int(m.group(1)) for m in map(re.compile(scope + r"encoder/layer_(\d+)/").match,
+                                         saved) if m}
   if layers and max(layers) + 1 != bert_config.num_hidden_layers:
     raise InputError("%s has %d encoder layers but num_hidden_layers=%d in %s; does the config "
                      "belong to these weights?" % (what, max(layers) + 1,
@@ -351,13 +355,17 @@ def check_checkpoint_has(checkpoint, variables):
 
 
 EXPORT_DIR = "export"
+# In export/ when the model may be worse than it looks (an objective's check after training,
+# e.g. ELECTRA at the prior); convert_to_hf.py copies it along.
+EXPORT_WARNING = "WARNING.txt"
 
 
-def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
+def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None,
+                 scopes=("bert/", "cls/")):
   """Exports the latest checkpoint of output_dir as output_dir/export/, like Google's releases.
 
-  Writes bert_model.ckpt with the model weights only (`bert/` and `cls/`, no Adam slot, no
-  global_step: fine-tuning from it starts at step 0 with fresh optimizer state),
+  Writes bert_model.ckpt with the model weights only (`scopes`, by default `bert/` and `cls/`;
+  no Adam slot, no global_step: fine-tuning from it starts at step 0 with fresh optimizer state),
   bert_config.json, and vocab.txt (or the SentencePiece model). Pass the folder as BERT_DIR to
   the fine-tuning scripts, or export/bert_model.ckpt as --init_checkpoint.
 
@@ -367,7 +375,7 @@ def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None):
   checkpoint = latest_checkpoint(output_dir)
   export_dir = os.path.join(output_dir, EXPORT_DIR)
   tf.io.gfile.makedirs(export_dir)
-  prefix = write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"))
+  prefix = write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"), scopes)
   with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as writer:
     writer.write(bert_config.to_json_string())
   if spm_model_file:

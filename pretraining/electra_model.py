@@ -189,6 +189,8 @@ class Electra(object):
     samples: int32 [B, P], the sampled tokens.
     original_ids, corrupted_ids: int32 [B, L]; replaced: float32 [B, L] (labels).
     disc_logits: float32 [B, L].
+    disc_sequence_output: float [B, L, H], the discriminator's final layer (the encoder that
+      fine-tuning starts from).
   """
 
   def __init__(self, bert_config, gen_config, is_training, features, disc_weight,
@@ -229,7 +231,8 @@ class Electra(object):
       model = modeling.BertModel(
           config=bert_config, is_training=is_training, input_ids=self.corrupted_ids,
           input_mask=input_mask, token_type_ids=features["segment_ids"])
-      self.disc_logits = discriminator_logits(bert_config, model.get_sequence_output())
+      self.disc_sequence_output = model.get_sequence_output()
+      self.disc_logits = discriminator_logits(bert_config, self.disc_sequence_output)
     token_weights = tf.cast(input_mask, tf.float32)
     per_token = tf.nn.sigmoid_cross_entropy_with_logits(labels=self.replaced,
                                                         logits=self.disc_logits)

@@ -126,6 +126,8 @@ class MaskedLmObjective(object):
 
   name = "mlm"
   uses_nsp = True  # When the records have next_sentence_labels.
+  diagnose_after_training = False  # no check_trained
+  export_scopes = ("bert/", "cls/")  # what export/bert_model.ckpt holds
 
   def __init__(self, bert_config):
     self.bert_config = bert_config

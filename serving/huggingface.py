@@ -1,4 +1,4 @@
-"""Hugging Face BERT <-> stock BERT checkpoints: names, layouts, configs and safetensors.
+"""Hugging Face BERT and ELECTRA <-> stock BERT checkpoints: names, layouts, configs, safetensors.
 
 `hf_to_bert` (convert_hf_checkpoint.py) reads a Hugging Face BERT (model.safetensors +
 config.json) and writes `bert_model.ckpt.*`, `bert_config.json` and `vocab.txt` under the names
@@ -7,12 +7,18 @@ and layouts of Google's released checkpoints, so run_*_mgpu.py and stock BERT lo
 becomes a transformers BertModel / BertForMaskedLM / BertForPreTraining /
 BertForSequenceClassification directory (config.json, model.safetensors, tokenizer files).
 
+ELECTRA (pretraining/electra_model.py's variables) goes both ways too: `electra_to_hf` writes a
+run as transformers' ElectraForPreTraining (discriminator/) and ElectraForMaskedLM (generator/),
+and `hf_electra_to_ours` reads google/electra-*-style folders into the layout of a run's
+export/ (bert_model.ckpt; generator/generator.ckpt). Every config field with a tensor behind it
+is checked against the tensors before anything is written.
+
 Linear weights are transposed (torch stores [out, in], BERT's `kernel` is [in, out]); LayerNorm
 weight/bias are gamma/beta; output_weights [num_labels, hidden] is already [out, in]. The
 safetensors format (an 8-byte header length, a JSON header, raw little-endian tensors) is read
 and written here, so neither torch nor the safetensors package is needed. A Hugging Face BERT
-converted both ways gives the same tensors bit for bit. modeling.py's "gelu" is the tanh
-approximation, transformers' "gelu_new". Optimizer slots and global_step are left out.
+or ELECTRA converted both ways gives the same tensors bit for bit. modeling.py's "gelu" is the
+tanh approximation, transformers' "gelu_new". Optimizer slots and global_step are left out.
 """
 
 import json
@@ -98,18 +104,44 @@ def hf_name_to_stock(name):
   return "bert/" + name.replace(".", "/"), transpose
 
 
-def hf_to_bert(hf_model_dir, output_dir):
+def hf_to_bert(hf_model_dir, output_dir, hf_generator_dir=None):
   """Writes the stock checkpoint, config and vocab; returns the number of variables written.
 
-  Everything is checked before anything is written: the config's values, every config field
-  with a tensor shape behind it against the tensors, and vocab.txt against vocab_size.
+  An ELECTRA (config.json's model_type "electra") goes to hf_electra_to_ours, with its generator
+  when `hf_generator_dir` is given.
   """
-  weights_path = cli.require_file(os.path.join(hf_model_dir, "model.safetensors"),
-                                  "hf_model_dir (model.safetensors)")
+  weights_path, config_path, hf_config = _read_hf_dir(hf_model_dir, "hf_model_dir")
+  if hf_config.get("model_type") == "electra":
+    return hf_electra_to_ours(hf_model_dir, output_dir, hf_generator_dir)
+  if hf_generator_dir:
+    raise cli.InputError("--hf_generator_dir is for ELECTRA, but %s has model_type=%s" %
+                         (config_path, hf_config.get("model_type")))
+  bert_config = _stock_config(hf_config, config_path)
+  variables = _map_tensors(read_safetensors(weights_path), hf_name_to_stock)
+  _check_tensors_fit(variables, bert_config, weights_path, config_path)
+  vocab_path = os.path.join(hf_model_dir, "vocab.txt")
+  if os.path.isfile(vocab_path):
+    _check_vocab_size(vocab_path, bert_config, config_path)
+  _write_stock_dir(output_dir, bert_config, hf_model_dir)
+  return _write_checkpoint(variables, os.path.join(output_dir, "bert_model.ckpt"))
+
+
+def _read_hf_dir(hf_model_dir, flag):
+  """(model.safetensors path, config.json path, config dict) of a Hugging Face model folder."""
+  weights_path = cli.require_file(os.path.join(hf_model_dir or "", "model.safetensors"),
+                                  "%s (model.safetensors)" % flag)
   config_path = cli.require_file(os.path.join(hf_model_dir, "config.json"),
-                                 "hf_model_dir (config.json)")
+                                 "%s (config.json)" % flag)
   with open(config_path, encoding="utf-8") as f:
-    hf_config = json.load(f)
+    try:
+      hf_config = json.load(f)
+    except ValueError as e:
+      raise cli.InputError("%s: not valid JSON (%s)" % (config_path, e))
+  return weights_path, config_path, hf_config
+
+
+def _stock_config(hf_config, config_path):
+  """The modeling.BertConfig of a transformers BERT or ELECTRA config.json dict."""
   if hf_config.get("position_embedding_type", "absolute") != "absolute":
     raise cli.InputError("%s: position_embedding_type=%s; BERT has absolute positions only" %
                          (config_path, hf_config["position_embedding_type"]))
@@ -120,75 +152,60 @@ def hf_to_bert(hf_model_dir, output_dir):
       raise cli.InputError("%s: hidden_act=%s; expected one of %s" %
                            (config_path, act, ", ".join(sorted(_STOCK_ACTIVATIONS))))
     config["hidden_act"] = _STOCK_ACTIVATIONS[act]
-  bert_config = _bert_config(config, config_path)
-  variables = {}
-  for hf_name, value in sorted(read_safetensors(weights_path).items()):
-    mapped = hf_name_to_stock(hf_name)
-    if mapped is None:
-      logging.info("skipping %s", hf_name)
-      continue
-    variables[mapped[0]] = (value.T if mapped[1] else value).astype(np.float32)
-  checkpoints.check_shapes_fit({name: value.shape for name, value in variables.items()},
-                               bert_config, weights_path, complete=True,
-                               config_source=config_path)
-  vocab_path = os.path.join(hf_model_dir, "vocab.txt")
-  if os.path.isfile(vocab_path):
-    _check_vocab_size(vocab_path, bert_config, config_path)
-
-  tf.io.gfile.makedirs(output_dir)
-  with open(os.path.join(output_dir, "bert_config.json"), "w") as f:
-    json.dump(config, f, indent=2)
-  if os.path.isfile(vocab_path):
-    shutil.copyfile(vocab_path, os.path.join(output_dir, "vocab.txt"))
-  graph = tf.Graph()
-  with graph.as_default():
-    tf_variables = [tf.Variable(value, name=name) for name, value in sorted(variables.items())]
-    global_step = tf.train.get_or_create_global_step()
-    saver = tf.train.Saver(tf_variables + [global_step])
-    with tf.Session() as sess:
-      sess.run(tf.global_variables_initializer())
-      saver.save(sess, os.path.join(output_dir, "bert_model.ckpt"), write_meta_graph=False)
-  logging.info("Wrote %d variables to %s", len(tf_variables),
-               os.path.join(output_dir, "bert_model.ckpt"))
-  return len(tf_variables)
-
-
-def _bert_config(config, source):
-  """modeling.BertConfig of a config dict; an InputError names `source`."""
   try:
     return modeling.BertConfig.from_dict(config)
   except cli.InputError as e:
-    raise cli.InputError("%s: %s" % (source, e))
+    raise cli.InputError("%s: %s" % (config_path, e))
 
 
-def _check_vocab_size(vocab_file, bert_config, config_source):
-  """The vocabulary must have vocab_size entries (InputError)."""
-  vocab = tokenization.load_vocab(vocab_file)
-  if len(vocab) != bert_config.vocab_size:
-    raise cli.InputError("%s has %d entries but vocab_size=%d in %s: the vocabulary must be the "
-                         "one the model was trained with" % (vocab_file, len(vocab),
-                                                             bert_config.vocab_size,
-                                                             config_source))
+def _map_tensors(tensors, name_fn):
+  """{our name: float32 array in our layout} of {Hugging Face name: array}; name_fn(hf name)
+  gives (our name, transpose?) or None to skip."""
+  variables = {}
+  for hf_name, value in sorted(tensors.items()):
+    mapped = name_fn(hf_name)
+    if mapped is None:
+      logging.info("skipping %s", hf_name)
+      continue
+    value = value.T if mapped[1] else value
+    variables[mapped[0]] = value.astype(np.float32)
+  return variables
 
 
-def _check_head_shapes(shapes, bert_config, what, config_source):
-  """The pretraining and classifier heads of a checkpoint must fit bert_config (InputError)."""
-  h = bert_config.hidden_size
-  expected = {"cls/predictions/output_bias": [bert_config.vocab_size],
-              "cls/predictions/transform/dense/kernel": [h, h],
-              "cls/predictions/transform/dense/bias": [h],
-              "cls/predictions/transform/LayerNorm/gamma": [h],
-              "cls/predictions/transform/LayerNorm/beta": [h],
-              "cls/seq_relationship/output_weights": [2, h],
-              "cls/seq_relationship/output_bias": [2]}
-  if "output_weights" in shapes:
-    num_labels = shapes["output_weights"][0]
-    expected.update(output_weights=[num_labels, h], output_bias=[num_labels])
-  for name, shape in sorted(expected.items()):
-    if name in shapes and list(shapes[name]) != shape:
-      raise cli.InputError("%s: variable %s has shape %s there but %s under hidden_size=%d, "
-                           "vocab_size=%d in %s" % (what, name, list(shapes[name]), shape, h,
-                                                     bert_config.vocab_size, config_source))
+def _check_tensors_fit(variables, bert_config, what, config_name, scope="bert/"):
+  """Raises InputError unless `variables` hold every encoder tensor of bert_config under
+  `scope`, each of its shape (the config's sizes and layer count are read from the tensors)."""
+  shapes = {name: list(value.shape) for name, value in variables.items()}
+  checkpoints.check_shapes_fit(shapes, bert_config, what, config_source=config_name, scope=scope)
+  for name, _ in modeling.stock_variable_shapes(bert_config, with_pooler=False):
+    name = scope + name[len("bert/"):]
+    if name.startswith("generator/embeddings/"):
+      continue  # the generator embeds with the discriminator's tables
+    if name not in shapes:
+      raise cli.InputError("%s lacks %s, which %s (num_hidden_layers=%d) needs" %
+                           (what, name, config_name, bert_config.num_hidden_layers))
+
+
+def _write_stock_dir(output_dir, bert_config, hf_model_dir):
+  """bert_config.json, and vocab.txt when the Hugging Face folder has one."""
+  tf.io.gfile.makedirs(output_dir)
+  with open(os.path.join(output_dir, "bert_config.json"), "w") as f:
+    f.write(bert_config.to_json_string())
+  vocab_path = os.path.join(hf_model_dir, "vocab.txt")
+  if os.path.isfile(vocab_path):
+    shutil.copyfile(vocab_path, os.path.join(output_dir, "vocab.txt"))
+
+
+def _write_checkpoint(variables, prefix):
+  """Saves {name: array} (plus global_step 0) as the checkpoint `prefix`; returns the count."""
+  with tf.Graph().as_default():
+    saved = [tf.Variable(value, name=name) for name, value in sorted(variables.items())]
+    saver = tf.train.Saver(saved + [tf.train.get_or_create_global_step()])
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      saver.save(sess, prefix, write_meta_graph=False)
+  logging.info("Wrote %d variables to %s", len(saved), prefix)
+  return len(saved)
 
 
 # modeling.py activation names -> transformers' (ACT2FN) names of the same function.
@@ -229,6 +246,291 @@ def stock_name_to_hf(name, prefix):
   if hf_name.startswith("cls."):
     return hf_name, transpose
   return None
+
+
+# ELECTRA (pretraining/electra_model.py) <-> transformers' ElectraForPreTraining (the
+# discriminator) and ElectraForMaskedLM (the generator). bert/... maps as BERT's encoder does,
+# under "electra."; the shared bert/embeddings/ go to both models; generator/encoder/ is the
+# generator's encoder; bert/pooler/ has no ELECTRA counterpart (it is never trained). The rest:
+_ELECTRA_HEADS = (
+    ("generator", "generator/embeddings_project/kernel", "electra.embeddings_project.weight"),
+    ("generator", "generator/embeddings_project/bias", "electra.embeddings_project.bias"),
+    ("generator", "generator/cls/predictions/transform/dense/kernel",
+     "generator_predictions.dense.weight"),
+    ("generator", "generator/cls/predictions/transform/dense/bias",
+     "generator_predictions.dense.bias"),
+    ("generator", "generator/cls/predictions/transform/LayerNorm/gamma",
+     "generator_predictions.LayerNorm.weight"),
+    ("generator", "generator/cls/predictions/transform/LayerNorm/beta",
+     "generator_predictions.LayerNorm.bias"),
+    ("generator", "generator/cls/predictions/output_bias", "generator_lm_head.bias"),
+    ("discriminator", "discriminator_predictions/dense/kernel",
+     "discriminator_predictions.dense.weight"),
+    ("discriminator", "discriminator_predictions/dense/bias",
+     "discriminator_predictions.dense.bias"),
+    ("discriminator", "discriminator_predictions/output/kernel",
+     "discriminator_predictions.dense_prediction.weight"),
+    ("discriminator", "discriminator_predictions/output/bias",
+     "discriminator_predictions.dense_prediction.bias"),
+)
+ELECTRA_MODELS = ("discriminator", "generator")
+
+
+def electra_name_to_hf(name):
+  """Maps a variable of our ELECTRA to its transformers tensors.
+
+  Returns:
+    list of (model, Hugging Face name, transpose?), model "discriminator" or "generator"; two
+    entries for a shared embedding, none for bert/pooler/, Adam slots and global_step.
+  """
+  for model, ours, hf in _ELECTRA_HEADS:
+    if name == ours:
+      return [(model, hf, ours.endswith("/kernel"))]
+  if name.startswith("generator/encoder/"):
+    mapped = stock_name_to_hf("bert/" + name[len("generator/"):], "electra.")
+    return [("generator",) + mapped] if mapped else []
+  if not name.startswith("bert/") or name.startswith("bert/pooler/"):
+    return []
+  mapped = stock_name_to_hf(name, "electra.")
+  if not mapped:
+    return []
+  models = ELECTRA_MODELS if name.startswith("bert/embeddings/") else ("discriminator",)
+  return [(model,) + mapped for model in models]
+
+
+def electra_hf_name_to_ours(hf_name, model):
+  """Maps a tensor of a transformers ELECTRA `model` ("discriminator" or "generator") to
+  (our variable name, transpose?), or None to skip it. Names with or without the "electra."
+  prefix of the task models (a bare ElectraModel is saved without it) are read."""
+  name = re.sub(r"^electra\.", "", hf_name)
+  for head_model, ours, hf in _ELECTRA_HEADS:
+    if model == head_model and name == re.sub(r"^electra\.", "", hf):
+      return ours, ours.endswith("/kernel")
+  mapped = hf_name_to_stock(name)
+  if mapped is None or mapped[0].startswith("bert/pooler/"):
+    return None
+  ours, transpose = mapped
+  if model == "generator" and ours.startswith("bert/encoder/"):
+    ours = "generator/" + ours[len("bert/"):]
+  return ours, transpose
+
+
+# Beside an ELECTRA's bert_model.ckpt, as pretraining/electra.py's export writes them in export/
+# (serving may not import pretraining; tests/test_electra_prior.py converts a real export).
+GENERATOR_DIR = "generator"
+GENERATOR_CKPT = "generator.ckpt"
+GENERATOR_CONFIG = "generator_config.json"
+
+
+def electra_head_shapes(bert_config, gen_config):
+  """{our name: shape} of the ELECTRA variables outside the two encoders."""
+  h, hg = bert_config.hidden_size, gen_config.hidden_size
+  return {"discriminator_predictions/dense/kernel": [h, h],
+          "discriminator_predictions/dense/bias": [h],
+          "discriminator_predictions/output/kernel": [h, 1],
+          "discriminator_predictions/output/bias": [1],
+          "generator/embeddings_project/kernel": [h, hg],
+          "generator/embeddings_project/bias": [hg],
+          "generator/cls/predictions/transform/dense/kernel": [hg, h],
+          "generator/cls/predictions/transform/dense/bias": [h],
+          "generator/cls/predictions/transform/LayerNorm/gamma": [h],
+          "generator/cls/predictions/transform/LayerNorm/beta": [h],
+          "generator/cls/predictions/output_bias": [bert_config.vocab_size]}
+
+
+def _check_electra_fits(variables, bert_config, gen_config, what, config_name, gen_config_name):
+  """_check_tensors_fit for the discriminator and, when `gen_config` is given, the generator and
+  its head; the heads' shapes against the configs."""
+  _check_tensors_fit(variables, bert_config, what, config_name)
+  if gen_config is not None:
+    _check_tensors_fit(variables, gen_config, what, gen_config_name, scope="generator/")
+  for name, shape in electra_head_shapes(bert_config, gen_config or bert_config).items():
+    if name.startswith("generator/") and gen_config is None:
+      continue
+    if name.startswith("generator/") and name not in variables:
+      raise cli.InputError("%s lacks %s (the generator's, %s)" % (what, name, gen_config_name))
+    if name in variables and list(variables[name].shape) != shape:
+      raise cli.InputError("%s: %s has shape %s but %s and %s give %s" %
+                           (what, name, list(variables[name].shape), config_name,
+                            gen_config_name, shape))
+
+
+def hf_electra_to_ours(hf_model_dir, output_dir, hf_generator_dir=None):
+  """A transformers ELECTRA discriminator (ElectraForPreTraining or ElectraModel, as
+  google/electra-*-discriminator) -> our layout: output_dir/bert_model.ckpt (bert/... and, with
+  the head, discriminator_predictions/...), bert_config.json, vocab.txt. With
+  `hf_generator_dir` (an ElectraForMaskedLM, as google/electra-*-generator), also
+  output_dir/generator/generator.ckpt (generator/... plus the shared bert/embeddings/) and
+  generator_config.json, as a run's export/ holds them. Returns the number of variables.
+  """
+  weights_path, config_path, hf_config = _read_hf_dir(hf_model_dir, "hf_model_dir")
+  if "ElectraForMaskedLM" in (hf_config.get("architectures") or []):
+    raise cli.InputError("%s is an ELECTRA generator (ElectraForMaskedLM); pass the "
+                         "discriminator as --hf_model_dir and this one as --hf_generator_dir" %
+                         config_path)
+  bert_config = _stock_config(hf_config, config_path)
+  _check_embedding_size(hf_config, bert_config.hidden_size, config_path,
+                        "hidden_size=%d: this project's ELECTRA (stock BERT) embeds at the "
+                        "model's width, with no embeddings_project" % bert_config.hidden_size)
+  variables = _map_tensors(read_safetensors(weights_path),
+                           lambda name: electra_hf_name_to_ours(name, "discriminator"))
+  gen_config = None
+  if hf_generator_dir:
+    gen_weights, gen_config_path, gen_hf_config = _read_hf_dir(hf_generator_dir,
+                                                               "hf_generator_dir")
+    gen_config = _stock_config(gen_hf_config, gen_config_path)
+    _check_embedding_size(gen_hf_config, bert_config.hidden_size, gen_config_path,
+                          "the discriminator's hidden_size=%d: the two share their embedding "
+                          "tables" % bert_config.hidden_size)
+    generator = read_safetensors(gen_weights)
+    _check_tied(generator, gen_weights)
+    gen_variables = _map_tensors(generator,
+                                 lambda name: electra_hf_name_to_ours(name, "generator"))
+    for name, value in gen_variables.items():
+      if name in variables and not np.array_equal(value, variables[name]):
+        raise cli.InputError("%s: %s differs from the discriminator's (%s); this project's "
+                             "ELECTRA shares one copy of the embeddings" %
+                             (gen_weights, name, weights_path))
+    variables.update(gen_variables)
+  _check_electra_fits(variables, bert_config, gen_config, "model.safetensors of %s" % (
+      " and ".join(filter(None, (hf_model_dir, hf_generator_dir)))), config_path,
+                      hf_generator_dir and os.path.join(hf_generator_dir, "config.json"))
+  _write_stock_dir(output_dir, bert_config, hf_model_dir)
+  count = _write_checkpoint(
+      {n: v for n, v in variables.items() if not n.startswith("generator/")},
+      os.path.join(output_dir, "bert_model.ckpt"))
+  if gen_config is not None:
+    gen_dir = os.path.join(output_dir, GENERATOR_DIR)
+    tf.io.gfile.makedirs(gen_dir)
+    with open(os.path.join(gen_dir, GENERATOR_CONFIG), "w") as f:
+      f.write(gen_config.to_json_string())
+    count += _write_checkpoint(
+        {n: v for n, v in variables.items() if n.startswith(("generator/", "bert/embeddings/"))},
+        os.path.join(gen_dir, GENERATOR_CKPT))
+  return count
+
+
+def _check_embedding_size(hf_config, width, config_path, why):
+  """Raises InputError unless config.json's embedding_size (transformers' default: 128) is
+  `width`."""
+  embedding_size = hf_config.get("embedding_size", 128)
+  if embedding_size != width:
+    raise cli.InputError("%s: embedding_size=%s but %s" % (config_path, embedding_size, why))
+
+
+def _check_tied(generator, path):
+  """Raises InputError when a saved generator_lm_head.weight is not the word table (ours ties
+  them, as ELECTRA does)."""
+  head = generator.get("generator_lm_head.weight")
+  table = generator.get("electra.embeddings.word_embeddings.weight")
+  if head is not None and table is not None and not np.array_equal(head, table):
+    raise cli.InputError("%s: generator_lm_head.weight is not the word embedding table; this "
+                         "project's ELECTRA ties them" % path)
+
+
+def is_electra(checkpoint):
+  """Whether the checkpoint `checkpoint` (a prefix or a directory) is an ELECTRA of this
+  project: it holds discriminator_predictions/ or generator/, or has a generator/ folder beside
+  it (export/)."""
+  checkpoint = resolve_checkpoint(checkpoint)
+  names = [name for name, _ in tf.train.list_variables(checkpoint)]
+  return any(name.startswith(("discriminator_predictions/", "generator/")) for name in names) or (
+      checkpoints.checkpoint_exists(_generator_checkpoint(checkpoint)))
+
+
+def _generator_checkpoint(checkpoint):
+  return os.path.join(os.path.dirname(checkpoint), GENERATOR_DIR, GENERATOR_CKPT)
+
+
+def _read_variables(checkpoint):
+  """{name: array} of a checkpoint's model variables (no Adam slot, no global_step)."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name != "global_step" and not name.endswith(("/adam_m", "/adam_v"))}
+
+
+def _generator_config(checkpoint, generator_config_file):
+  """(generator BertConfig, where it came from): --generator_config_file, else
+  generator_config.json beside the generator (export/generator/), else the run's
+  run_info.json."""
+  run_dir = os.path.dirname(checkpoint)
+  candidates = [generator_config_file] if generator_config_file else [
+      os.path.join(run_dir, GENERATOR_DIR, GENERATOR_CONFIG),
+      os.path.join(run_dir, checkpoints.EXPORT_DIR, GENERATOR_DIR, GENERATOR_CONFIG)]
+  for path in candidates:
+    if os.path.isfile(path) or generator_config_file:
+      return modeling.BertConfig.from_json_file(path), path
+  recorded = (run_info.read(run_dir) or {}).get("generator_config")
+  if recorded:
+    return modeling.BertConfig.from_dict(recorded), os.path.join(run_dir, run_info.FILE_NAME)
+  raise cli.InputError("%s holds an ELECTRA generator but no generator_config.json was found "
+                       "(looked in %s and %s's run_info.json); pass --generator_config_file" %
+                       (checkpoint, " and ".join(candidates), run_dir))
+
+
+def _copy_export_warning(checkpoint, hf_dir):
+  """Copies export/WARNING.txt of the checkpoint's run (beside it, or in its export/) into
+  `hf_dir`, so that the warning travels with the model."""
+  run_dir = os.path.dirname(checkpoint)
+  for path in (os.path.join(run_dir, checkpoints.EXPORT_WARNING),
+               os.path.join(run_dir, checkpoints.EXPORT_DIR, checkpoints.EXPORT_WARNING)):
+    if os.path.isfile(path):
+      shutil.copyfile(path, os.path.join(hf_dir, checkpoints.EXPORT_WARNING))
+      logging.warning("%s: copied to %s", path, hf_dir)
+      return
+
+
+def electra_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, output_dir,
+                  generator_config_file=None):
+  """Writes an ELECTRA of this project as transformers models: output_dir/discriminator/
+  (ElectraForPreTraining; ElectraModel when the checkpoint has no discriminator head) and, when
+  it has a generator, output_dir/generator/ (ElectraForMaskedLM); each with config.json,
+  model.safetensors and the tokenizer files. Returns the number of tensors written."""
+  bert_config = _load_config_and_vocab(bert_config_file, vocab_file)
+  checkpoint = resolve_checkpoint(checkpoint)
+  variables = _read_variables(checkpoint)
+  what = checkpoint
+  beside = _generator_checkpoint(checkpoint)
+  if not any(n.startswith("generator/") for n in variables) and (
+      checkpoints.checkpoint_exists(beside)):
+    generator = _read_variables(beside)
+    for name, value in generator.items():
+      if name in variables and not np.array_equal(value, variables[name]):
+        raise cli.InputError("%s: %s differs from %s's" % (beside, name, checkpoint))
+    variables.update(generator)
+    what = "%s and %s" % (checkpoint, beside)
+  gen_config, gen_config_name = None, None
+  if any(n.startswith("generator/") for n in variables):
+    gen_config, gen_config_name = _generator_config(checkpoint, generator_config_file)
+    if gen_config.hidden_size == bert_config.hidden_size:
+      raise cli.InputError("%s: the generator is as wide as the discriminator; transformers' "
+                           "ElectraForMaskedLM has no embeddings_project then" % gen_config_name)
+  _check_electra_fits(variables, bert_config, gen_config, what, bert_config_file,
+                      gen_config_name)
+  models = {model: {} for model in ELECTRA_MODELS}
+  for name, value in sorted(variables.items()):
+    for model, hf_name, transpose in electra_name_to_hf(name):
+      models[model][hf_name] = value.T if transpose else value
+  written = 0
+  for model, tensors in models.items():
+    if model == "generator" and gen_config is None:
+      continue
+    if model == "generator":
+      architecture, config = "ElectraForMaskedLM", gen_config
+    elif "discriminator_predictions.dense.weight" in tensors:
+      architecture, config = "ElectraForPreTraining", bert_config
+    else:  # export/ of an older run: the encoder only, saved as transformers saves ElectraModel
+      architecture, config = "ElectraModel", bert_config
+      tensors = {name[len("electra."):]: value for name, value in tensors.items()}
+    hf = _hf_base_config(config, architecture, "electra")
+    hf["embedding_size"] = bert_config.hidden_size
+    hf["tie_word_embeddings"] = True
+    _write_hf_dir(os.path.join(output_dir, model), tensors, hf, vocab_file, do_lower_case,
+                  "ElectraTokenizer", bert_config.max_position_embeddings)
+    written += len(tensors)
+  _copy_export_warning(checkpoint, os.path.join(output_dir, "discriminator"))
+  logging.info("Wrote %d tensors of %s to %s", written, what, output_dir)
+  return written
 
 
 def write_safetensors(path, tensors):
@@ -294,10 +596,17 @@ def read_labels(labels_file, num_labels, run_dir=None):
   return labels
 
 
-def hf_config(bert_config, names, labels):
-  """The config.json dict of transformers' BertConfig for a checkpoint with these variables."""
+def _hf_base_config(bert_config, architecture, model_type):
+  """transformers' config.json dict of `bert_config` for one model class."""
   if bert_config.hidden_act not in _HF_ACTIVATIONS:
     raise cli.InputError("hidden_act=%s has no transformers equivalent" % bert_config.hidden_act)
+  return dict(bert_config.to_dict(), architectures=[architecture], model_type=model_type,
+              hidden_act=_HF_ACTIVATIONS[bert_config.hidden_act], layer_norm_eps=1e-12,
+              pad_token_id=0, position_embedding_type="absolute", torch_dtype="float32")
+
+
+def hf_config(bert_config, names, labels):
+  """The config.json dict of transformers' BertConfig for a checkpoint with these variables."""
   if "output_weights" in names:
     architecture = "BertForSequenceClassification"
   elif "cls/seq_relationship/output_weights" in names:
@@ -306,20 +615,66 @@ def hf_config(bert_config, names, labels):
     architecture = "BertForMaskedLM"
   else:
     architecture = "BertModel"
-  config = dict(bert_config.to_dict(), architectures=[architecture], model_type="bert",
-                hidden_act=_HF_ACTIVATIONS[bert_config.hidden_act], layer_norm_eps=1e-12,
-                pad_token_id=0, position_embedding_type="absolute", torch_dtype="float32")
+  config = _hf_base_config(bert_config, architecture, "bert")
   if labels:
     config["id2label"] = {str(i): label for i, label in enumerate(labels)}
     config["label2id"] = {label: i for i, label in enumerate(labels)}
   return config
 
 
-def bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_file, output_dir):
-  """Writes the Hugging Face model of `checkpoint`; returns the number of tensors written."""
+def _load_config_and_vocab(bert_config_file, vocab_file):
+  """The BertConfig, checked against the vocabulary's size."""
   bert_config = modeling.BertConfig.from_json_file(
       cli.require_file(bert_config_file, "bert_config_file"))
   _check_vocab_size(cli.require_file(vocab_file, "vocab_file"), bert_config, bert_config_file)
+  return bert_config
+
+
+def _check_vocab_size(vocab_file, bert_config, config_source):
+  """The vocabulary must have vocab_size entries (InputError)."""
+  vocab = tokenization.load_vocab(vocab_file)
+  if len(vocab) != bert_config.vocab_size:
+    raise cli.InputError("%s has %d entries but vocab_size=%d in %s: the vocabulary must be the "
+                         "one the model was trained with" % (vocab_file, len(vocab),
+                                                             bert_config.vocab_size,
+                                                             config_source))
+
+
+def _check_head_shapes(shapes, bert_config, what, config_source):
+  """The pretraining and classifier heads of a checkpoint must fit bert_config (InputError)."""
+  h = bert_config.hidden_size
+  expected = {"cls/predictions/output_bias": [bert_config.vocab_size],
+              "cls/predictions/transform/dense/kernel": [h, h],
+              "cls/predictions/transform/dense/bias": [h],
+              "cls/predictions/transform/LayerNorm/gamma": [h],
+              "cls/predictions/transform/LayerNorm/beta": [h],
+              "cls/seq_relationship/output_weights": [2, h],
+              "cls/seq_relationship/output_bias": [2]}
+  if "output_weights" in shapes:
+    num_labels = shapes["output_weights"][0]
+    expected.update(output_weights=[num_labels, h], output_bias=[num_labels])
+  for name, shape in sorted(expected.items()):
+    if name in shapes and list(shapes[name]) != shape:
+      raise cli.InputError("%s: variable %s has shape %s there but %s under hidden_size=%d, "
+                           "vocab_size=%d in %s" % (what, name, list(shapes[name]), shape, h,
+                                                     bert_config.vocab_size, config_source))
+
+
+def checkpoint_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_file,
+                     output_dir, generator_config_file=None):
+  """convert_to_hf.py: electra_to_hf for an ELECTRA (is_electra), else bert_to_hf."""
+  if is_electra(checkpoint):
+    logging.info("%s is an ELECTRA: writing %s/discriminator and %s/generator", checkpoint,
+                 output_dir, output_dir)
+    return electra_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, output_dir,
+                         generator_config_file)
+  return bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_file,
+                    output_dir)
+
+
+def bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_file, output_dir):
+  """Writes the Hugging Face model of `checkpoint`; returns the number of tensors written."""
+  bert_config = _load_config_and_vocab(bert_config_file, vocab_file)
   checkpoint = resolve_checkpoint(checkpoint)
   what, config_source = "--checkpoint=%s" % checkpoint, "--bert_config_file=%s" % bert_config_file
   checkpoints.check_checkpoint_fits(checkpoint, bert_config, what, complete=True,
@@ -340,18 +695,24 @@ def bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_f
       continue
     value = reader.get_tensor(name)
     tensors[mapped[0]] = value.T if mapped[1] else value
+  _write_hf_dir(output_dir, tensors, hf_config(bert_config, names, labels), vocab_file,
+                do_lower_case, "BertTokenizer", bert_config.max_position_embeddings)
+  logging.info("Wrote %d tensors of %s to %s", len(tensors), checkpoint, output_dir)
+  return len(tensors)
 
+
+def _write_hf_dir(output_dir, tensors, config, vocab_file, do_lower_case, tokenizer_class,
+                  model_max_length):
+  """A Hugging Face model folder: model.safetensors, config.json and the WordPiece tokenizer's
+  files (vocab.txt, tokenizer_config.json, special_tokens_map.json)."""
   os.makedirs(output_dir, exist_ok=True)
   write_safetensors(os.path.join(output_dir, "model.safetensors"), tensors)
-  _write_json(os.path.join(output_dir, "config.json"), hf_config(bert_config, names, labels))
+  _write_json(os.path.join(output_dir, "config.json"), config)
   shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
   _write_json(os.path.join(output_dir, "special_tokens_map.json"), _SPECIAL_TOKENS)
   _write_json(os.path.join(output_dir, "tokenizer_config.json"), dict(
-      _SPECIAL_TOKENS, tokenizer_class="BertTokenizer", do_lower_case=do_lower_case,
-      tokenize_chinese_chars=True, strip_accents=None,
-      model_max_length=bert_config.max_position_embeddings))
-  logging.info("Wrote %d tensors of %s to %s", len(tensors), checkpoint, output_dir)
-  return len(tensors)
+      _SPECIAL_TOKENS, tokenizer_class=tokenizer_class, do_lower_case=do_lower_case,
+      tokenize_chinese_chars=True, strip_accents=None, model_max_length=model_max_length))
 
 
 def _write_json(path, value):

@@ -39,25 +39,25 @@ def _read_raw_safetensors(path):
           for name, info in header.items() if name != "__metadata__"}
 
 
-def _hf_bert_model_tensors(rng, vocab_size):
+def _hf_bert_model_tensors(rng, vocab_size, hidden=HIDDEN):
   """Tensors of a tiny transformers BertModel, named as its save_pretrained names them."""
-  shapes = {"embeddings.word_embeddings.weight": [vocab_size, HIDDEN],
-            "embeddings.position_embeddings.weight": [64, HIDDEN],
-            "embeddings.token_type_embeddings.weight": [2, HIDDEN],
-            "embeddings.LayerNorm.weight": [HIDDEN], "embeddings.LayerNorm.bias": [HIDDEN],
-            "pooler.dense.weight": [HIDDEN, HIDDEN], "pooler.dense.bias": [HIDDEN]}
+  shapes = {"embeddings.word_embeddings.weight": [vocab_size, hidden],
+            "embeddings.position_embeddings.weight": [64, hidden],
+            "embeddings.token_type_embeddings.weight": [2, hidden],
+            "embeddings.LayerNorm.weight": [hidden], "embeddings.LayerNorm.bias": [hidden],
+            "pooler.dense.weight": [hidden, hidden], "pooler.dense.bias": [hidden]}
   for i in range(LAYERS):
-    for name, shape in (("attention.self.query", [HIDDEN, HIDDEN]),
-                        ("attention.self.key", [HIDDEN, HIDDEN]),
-                        ("attention.self.value", [HIDDEN, HIDDEN]),
-                        ("attention.output.dense", [HIDDEN, HIDDEN]),
-                        ("intermediate.dense", [2 * HIDDEN, HIDDEN]),
-                        ("output.dense", [HIDDEN, 2 * HIDDEN])):
+    for name, shape in (("attention.self.query", [hidden, hidden]),
+                        ("attention.self.key", [hidden, hidden]),
+                        ("attention.self.value", [hidden, hidden]),
+                        ("attention.output.dense", [hidden, hidden]),
+                        ("intermediate.dense", [2 * hidden, hidden]),
+                        ("output.dense", [hidden, 2 * hidden])):
       shapes["encoder.layer.%d.%s.weight" % (i, name)] = shape
       shapes["encoder.layer.%d.%s.bias" % (i, name)] = shape[:1]
     for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-      shapes["encoder.layer.%d.%s.weight" % (i, norm)] = [HIDDEN]
-      shapes["encoder.layer.%d.%s.bias" % (i, norm)] = [HIDDEN]
+      shapes["encoder.layer.%d.%s.weight" % (i, norm)] = [hidden]
+      shapes["encoder.layer.%d.%s.bias" % (i, norm)] = [hidden]
   return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
 
 
@@ -116,7 +116,7 @@ _WRONG_FIELDS = [("vocab_size", 30000, "word_embeddings"), ("hidden_size", 48, "
                  ("intermediate_size", 96, "intermediate"),
                  ("max_position_embeddings", 128, "position_embeddings"),
                  ("type_vocab_size", 3, "token_type_embeddings"),
-                 ("num_hidden_layers", 3, "lacks the variable bert/encoder/layer_2/"),
+                 ("num_hidden_layers", 3, "num_hidden_layers=3"),
                  ("num_hidden_layers", 1, "has 2 encoder layers but num_hidden_layers=1")]
 
 
@@ -177,6 +177,22 @@ def test_a_contradicting_config_is_one_error_line_from_both_scripts(converted, t
   assert not os.path.exists(str(tmp_path / "ours")) and not os.path.exists(str(tmp_path / "back"))
 
 
+def _tiny_model_and_inputs(output_dir):
+  """(bert_config.json written in output_dir, its BertConfig, the RandomState, and input ids /
+  mask / segments int32 [3, 12]: row 1 padded from 9, segment 1 from 6)."""
+  config_file = write_tiny_bert_config(os.path.join(output_dir, "bert_config.json"), 30522,
+                                       hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                       initializer_range=0.2)
+  rng = np.random.RandomState(0)
+  input_ids = rng.randint(1000, 30000, size=(3, 12)).astype(np.int32)
+  input_mask = np.ones_like(input_ids)
+  input_mask[1, 9:] = 0
+  segment_ids = np.zeros_like(input_ids)
+  segment_ids[:, 6:] = 1
+  return (config_file, modeling.BertConfig.from_json_file(config_file), rng,
+          (input_ids, input_mask, segment_ids))
+
+
 def _save_checkpoint(output_dir, build_heads):
   """A random tiny BERT (initializer_range 0.2) with build_heads(model)'s variables.
 
@@ -185,16 +201,8 @@ def _save_checkpoint(output_dir, build_heads):
     computed here).
   """
   os.makedirs(output_dir, exist_ok=True)
-  config_file = write_tiny_bert_config(os.path.join(output_dir, "bert_config.json"), 30522,
-                                       hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                       initializer_range=0.2)
-  config = modeling.BertConfig.from_json_file(config_file)
-  rng = np.random.RandomState(0)
-  input_ids = rng.randint(1000, 30000, size=(3, 12)).astype(np.int32)
-  input_mask = np.ones_like(input_ids)
-  input_mask[1, 9:] = 0
-  segment_ids = np.zeros_like(input_ids)
-  segment_ids[:, 6:] = 1
+  config_file, config, rng, (input_ids, input_mask, segment_ids) = _tiny_model_and_inputs(
+      output_dir)
   with tf.Graph().as_default():
     tf.set_random_seed(1)
     outputs = build_heads(config, *[tf.constant(x) for x in (input_ids, input_mask, segment_ids)])
@@ -443,3 +451,257 @@ def test_transformers_pipeline_gives_predict_txt_row_for_row(task, tmp_path):
   for row, expected in zip(served, probabilities):
     scores = {r["label"]: r["score"] for r in row}
     assert np.abs(np.array([scores[label] for label in labels]) - expected).max() < 1e-4
+
+
+# ELECTRA: google/electra-*-style folders in and out.
+
+GEN_HIDDEN = 16
+
+
+def _hf_electra_tensors(rng, vocab_size):
+  """(discriminator, generator) tensors named as transformers' ElectraForPreTraining and
+  ElectraForMaskedLM save them; the generator shares the embeddings and ties its head."""
+  base = _hf_bert_model_tensors(rng, vocab_size)
+  disc = {"electra." + name: value for name, value in base.items()
+          if not name.startswith("pooler.")}
+  disc.update({"discriminator_predictions.dense.weight": [HIDDEN, HIDDEN],
+               "discriminator_predictions.dense.bias": [HIDDEN],
+               "discriminator_predictions.dense_prediction.weight": [1, HIDDEN],
+               "discriminator_predictions.dense_prediction.bias": [1]})
+  gen = {name: value for name, value in disc.items() if name.startswith("electra.embeddings.")}
+  gen.update({"electra." + name: value
+              for name, value in _hf_bert_model_tensors(rng, vocab_size, GEN_HIDDEN).items()
+              if name.startswith("encoder.")})
+  gen.update({"electra.embeddings_project.weight": [GEN_HIDDEN, HIDDEN],
+              "electra.embeddings_project.bias": [GEN_HIDDEN],
+              "generator_predictions.dense.weight": [HIDDEN, GEN_HIDDEN],
+              "generator_predictions.dense.bias": [HIDDEN],
+              "generator_predictions.LayerNorm.weight": [HIDDEN],
+              "generator_predictions.LayerNorm.bias": [HIDDEN],
+              "generator_lm_head.bias": [vocab_size]})
+  for tensors in (disc, gen):
+    for name, value in tensors.items():
+      if isinstance(value, list):
+        tensors[name] = rng.standard_normal(value).astype(np.float32)
+  gen["generator_lm_head.weight"] = gen["electra.embeddings.word_embeddings.weight"]
+  return disc, gen
+
+
+def _electra_config(hidden, architecture, vocab_size=30522, **overrides):
+  config = {"vocab_size": vocab_size, "embedding_size": HIDDEN, "hidden_size": hidden,
+            "num_hidden_layers": LAYERS, "num_attention_heads": max(1, hidden // 8),
+            "intermediate_size": 2 * hidden, "hidden_act": "gelu",
+            "max_position_embeddings": 64, "type_vocab_size": 2, "model_type": "electra",
+            "architectures": [architecture]}
+  config.update(overrides)
+  return config
+
+
+@pytest.fixture(scope="module")
+def hf_electra(tmp_path_factory):
+  """google/electra-*-style discriminator and generator folders, and the tensors in them."""
+  root = tmp_path_factory.mktemp("hf_electra")
+  disc, gen = _hf_electra_tensors(np.random.default_rng(1), 30522)
+  _write_hf_model(str(root / "disc"), disc, _electra_config(HIDDEN, "ElectraForPreTraining"))
+  _write_hf_model(str(root / "gen"), gen, _electra_config(GEN_HIDDEN, "ElectraForMaskedLM"))
+  for name in ("disc", "gen"):
+    shutil.copyfile(ENGLISH_VOCAB, str(root / name / "vocab.txt"))
+  return str(root / "disc"), str(root / "gen"), disc, gen
+
+
+def test_hf_electra_to_ours_to_hf_gives_the_same_tensors_bit_for_bit(hf_electra, tmp_path):
+  disc_dir, gen_dir, disc, gen = hf_electra
+  ours, back = str(tmp_path / "ours"), str(tmp_path / "back")
+  proc = run_script("convert_hf_checkpoint.py", "--hf_model_dir=" + disc_dir,
+                    "--hf_generator_dir=" + gen_dir, "--output_dir=" + ours)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  # Our layout: export/'s. The discriminator with stock names plus its head; the generator
+  # beside it with the shared tables.
+  saved = dict(tf.train.list_variables(os.path.join(ours, "bert_model.ckpt")))
+  config = modeling.BertConfig.from_json_file(os.path.join(ours, "bert_config.json"))
+  stock = dict(modeling.stock_variable_shapes(config, with_pooler=False))
+  assert set(saved) - {"global_step"} == set(stock) | {
+      "discriminator_predictions/dense/kernel", "discriminator_predictions/dense/bias",
+      "discriminator_predictions/output/kernel", "discriminator_predictions/output/bias"}
+  assert all(list(saved[name]) == shape for name, shape in stock.items())
+  generator = dict(tf.train.list_variables(os.path.join(ours, "generator", "generator.ckpt")))
+  assert generator["generator/embeddings_project/kernel"] == [HIDDEN, GEN_HIDDEN]
+  assert generator["bert/embeddings/word_embeddings"] == [30522, HIDDEN]
+  with open(os.path.join(ours, "generator", "generator_config.json")) as f:
+    assert json.load(f)["hidden_size"] == GEN_HIDDEN
+
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + os.path.join(ours, "bert_model.ckpt"),
+                    "--bert_config_file=" + os.path.join(ours, "bert_config.json"),
+                    "--vocab_file=" + ENGLISH_VOCAB, "--output_dir=" + back)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  for name, original in (("discriminator", disc_dir), ("generator", gen_dir)):
+    before = _read_raw_safetensors(os.path.join(original, "model.safetensors"))
+    after = _read_raw_safetensors(os.path.join(back, name, "model.safetensors"))
+    # Not written: the position_ids buffer, and the generator's head weight (tied to the table).
+    assert set(before) - set(after) <= {"embeddings.position_ids", "generator_lm_head.weight"}
+    assert set(after) <= set(before)
+    for tensor in after:
+      assert after[tensor] == before[tensor], (name, tensor)
+  with open(os.path.join(back, "generator", "config.json")) as f:
+    gen_config = json.load(f)
+  assert gen_config["architectures"] == ["ElectraForMaskedLM"]
+  assert (gen_config["model_type"], gen_config["embedding_size"], gen_config["hidden_size"]) == (
+      "electra", HIDDEN, GEN_HIDDEN)
+  with open(os.path.join(back, "discriminator", "tokenizer_config.json")) as f:
+    assert json.load(f)["tokenizer_class"] == "ElectraTokenizer"
+
+
+@pytest.mark.parametrize("change, fragments", [
+    ({"vocab_size": 21128}, ["word_embeddings has shape [30522, 32]", "vocab_size=21128"]),
+    ({"num_hidden_layers": 3}, ["has 2 encoder layers but num_hidden_layers=3"]),
+    ({"intermediate_size": 48}, ["intermediate/dense/kernel has shape [32, 64]"]),
+    ({"max_position_embeddings": 128}, ["position_embeddings has shape [64, 32]"]),
+    ({"embedding_size": 128}, ["embedding_size=128 but hidden_size=32"]),
+    ({"architectures": ["ElectraForMaskedLM"]}, ["is an ELECTRA generator",
+                                                  "--hf_generator_dir"]),
+])
+def test_an_electra_config_that_does_not_fit_its_tensors_is_a_one_line_error(
+    hf_electra, tmp_path, change, fragments):
+  disc_dir, _, _, _ = hf_electra
+  bad = str(tmp_path / "bad")
+  shutil.copytree(disc_dir, bad)
+  with open(os.path.join(disc_dir, "config.json")) as f:
+    config = dict(json.load(f), **change)
+  with open(os.path.join(bad, "config.json"), "w") as f:
+    json.dump(config, f)
+  proc = run_script("convert_hf_checkpoint.py", "--hf_model_dir=" + bad,
+                    "--output_dir=" + str(tmp_path / "ours"))
+  assert_one_line_error(proc, *fragments)
+
+
+def test_a_generator_whose_embeddings_differ_is_a_one_line_error(hf_electra, tmp_path):
+  disc_dir, _, _, gen = hf_electra
+  gen = dict(gen, **{"electra.embeddings.LayerNorm.bias": np.zeros([HIDDEN], np.float32)})
+  _write_hf_model(str(tmp_path / "gen"), gen, _electra_config(GEN_HIDDEN, "ElectraForMaskedLM"))
+  proc = run_script("convert_hf_checkpoint.py", "--hf_model_dir=" + disc_dir,
+                    "--hf_generator_dir=" + str(tmp_path / "gen"),
+                    "--output_dir=" + str(tmp_path / "ours"))
+  assert_one_line_error(proc, "bert/embeddings/LayerNorm/beta differs from the discriminator's")
+
+
+def _electra_run(run_dir):
+  """A random tiny ELECTRA of ours (initializer_range 0.2, random biases) saved as a run's
+  checkpoint, with export/generator/generator_config.json beside it.
+
+  Returns:
+    (checkpoint prefix, bert_config_file, {input_ids, corrupted_ids, input_mask, segment_ids,
+    positions}, {disc_logits [B, L], generator_log_probs [B * P, V]} computed here).
+  """
+  from pretraining import electra_model  # pylint: disable=g-import-not-at-top
+  os.makedirs(os.path.join(run_dir, "export", "generator"))
+  config_file, config, rng, (ids, mask, segments) = _tiny_model_and_inputs(run_dir)
+  gen_config = electra_model.generator_config(config, 0.5)
+  with open(os.path.join(run_dir, "export", "generator", "generator_config.json"), "w") as f:
+    f.write(gen_config.to_json_string())
+  positions = np.array([[1, 4, 7], [2, 3, 8], [5, 6, 10]], np.int32)
+  features = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
+              "masked_lm_positions": positions,
+              "masked_lm_ids": np.take_along_axis(ids, positions, 1),
+              "masked_lm_weights": np.ones([3, 3], np.float32)}
+  np.put_along_axis(ids, positions, 103, 1)  # [MASK]
+  with tf.Graph().as_default():
+    tf.set_random_seed(1)
+    model = electra_model.Electra(config, gen_config, False,
+                                  {k: tf.constant(v) for k, v in features.items()}, 50.0,
+                                  electra_model.most_likely_tokens)
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      for variable in tf.global_variables():
+        if "bias" in variable.op.name or "beta" in variable.op.name:
+          sess.run(variable.assign(rng.normal(0, 0.1, variable.shape.as_list())))
+      corrupted, logits, log_probs = sess.run(
+          [model.corrupted_ids, model.disc_logits, model.masked_lm_log_probs])
+      prefix = tf.train.Saver().save(sess, os.path.join(run_dir, "model.ckpt"), global_step=5)
+  inputs = dict(input_ids=ids, corrupted_ids=corrupted, input_mask=mask, segment_ids=segments,
+                positions=positions)
+  return prefix, config_file, inputs, {"disc_logits": logits, "generator_log_probs": log_probs}
+
+
+@pytest.fixture(scope="module")
+def electra_run(tmp_path_factory):
+  """Our ELECTRA run converted with convert_to_hf.py (from its output_dir)."""
+  run_dir = str(tmp_path_factory.mktemp("electra_run"))
+  checkpoint, config_file, inputs, values = _electra_run(run_dir)
+  hf_dir = str(tmp_path_factory.mktemp("electra_hf"))
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + run_dir,
+                    "--bert_config_file=" + config_file, "--vocab_file=" + ENGLISH_VOCAB,
+                    "--output_dir=" + hf_dir)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return checkpoint, config_file, hf_dir, inputs, values
+
+
+def test_our_electra_to_hf_and_back_gives_the_same_variables_bit_for_bit(electra_run, tmp_path):
+  checkpoint, _, hf_dir, _, _ = electra_run
+  with open(os.path.join(hf_dir, "discriminator", "config.json")) as f:
+    assert json.load(f)["architectures"] == ["ElectraForPreTraining"]
+  back = str(tmp_path / "back")
+  proc = run_script("convert_hf_checkpoint.py",
+                    "--hf_model_dir=" + os.path.join(hf_dir, "discriminator"),
+                    "--hf_generator_dir=" + os.path.join(hf_dir, "generator"),
+                    "--output_dir=" + back)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  reader = tf.train.load_checkpoint(checkpoint)
+  originals = {name for name in reader.get_variable_to_shape_map()
+               if not name.endswith(("adam_m", "adam_v")) and name != "global_step"}
+  returned = {}
+  for prefix in ("bert_model.ckpt", os.path.join("generator", "generator.ckpt")):
+    again = tf.train.load_checkpoint(os.path.join(back, prefix))
+    for name in again.get_variable_to_shape_map():
+      if name != "global_step":
+        returned[name] = again.get_tensor(name)
+  # bert/pooler/ is never trained in ELECTRA and transformers' ELECTRA has none.
+  assert set(returned) == originals - {"bert/pooler/dense/kernel", "bert/pooler/dense/bias"}
+  for name, value in returned.items():
+    assert value.tobytes() == reader.get_tensor(name).tobytes(), name
+
+
+def test_an_electra_checkpoint_with_the_wrong_generator_config_is_a_one_line_error(
+    electra_run, tmp_path):
+  checkpoint, config_file, _, _, _ = electra_run
+  wrong = write_tiny_bert_config(str(tmp_path / "gen.json"), 30522, hidden_size=8,
+                                 num_hidden_layers=LAYERS, num_attention_heads=1)
+  proc = run_script("convert_to_hf.py", "--checkpoint=" + checkpoint,
+                    "--bert_config_file=" + config_file, "--vocab_file=" + ENGLISH_VOCAB,
+                    "--generator_config_file=" + wrong, "--output_dir=" + str(tmp_path / "hf"))
+  assert_one_line_error(proc, "generator/encoder/layer_0/attention/self/query/kernel has shape "
+                        "[16, 16]", "gen.json")
+
+
+def test_transformers_electra_gives_our_logits(electra_run):
+  transformers = _transformers()
+  import torch  # pylint: disable=g-import-not-at-top
+  from transformers.activations import ACT2FN  # pylint: disable=g-import-not-at-top
+  _, _, hf_dir, inputs, values = electra_run
+  common = {"attention_mask": torch.tensor(inputs["input_mask"], dtype=torch.long),
+            "token_type_ids": torch.tensor(inputs["segment_ids"], dtype=torch.long)}
+  disc, info = transformers.AutoModelForPreTraining.from_pretrained(
+      os.path.join(hf_dir, "discriminator"), output_loading_info=True)
+  assert type(disc).__name__ == "ElectraForPreTraining" and not info["missing_keys"], info
+  logits = disc.eval()(input_ids=torch.tensor(inputs["corrupted_ids"], dtype=torch.long),
+                       **common).logits.detach().numpy()
+  real = inputs["input_mask"] > 0
+  assert np.abs(values["disc_logits"]).max() > 0.1  # not a degenerate comparison
+  assert np.abs(logits - values["disc_logits"])[real].max() < 1e-5
+
+  gen, info = transformers.AutoModelForMaskedLM.from_pretrained(
+      os.path.join(hf_dir, "generator"), output_loading_info=True)
+  assert type(gen).__name__ == "ElectraForMaskedLM" and not info["missing_keys"], info
+  # transformers' generator head hard-codes the erf GELU; ours (and Google's ELECTRA) use
+  # hidden_act, the tanh form.
+  gen.generator_predictions.activation = ACT2FN["gelu_new"]
+  scores = gen.eval()(input_ids=torch.tensor(inputs["input_ids"], dtype=torch.long),
+                      **common).logits.detach()
+  rows = np.arange(3)[:, None]
+  log_probs = torch.log_softmax(scores[rows, inputs["positions"]], dim=-1).numpy()
+  assert np.abs(log_probs.reshape(9, -1) - values["generator_log_probs"]).max() < 1e-5
+  text = "Unaffable Crème brûlée, 酒店!"
+  ours = tokenization.FullTokenizer(ENGLISH_VOCAB, do_lower_case=True)
+  for model in ("discriminator", "generator"):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(os.path.join(hf_dir, model))
+    assert tokenizer(text)["input_ids"] == ours.convert_tokens_to_ids(
+        ["[CLS]"] + ours.tokenize(text) + ["[SEP]"])

@@ -265,9 +265,12 @@ def test_script_trains_resumes_evaluates_predicts_and_exports_stock_bert(data, t
     assert 0 < int(position) < SEQ and original in VOCAB and replacement in VOCAB
     assert original != replacement
 
-  # export/ is a stock BERT: bert/ names only, exactly the stock set; no generator.
+  # export/ is a stock BERT (exactly the stock set of bert/ names) plus the discriminator's
+  # head; no generator.
   exported = dict(tf.train.list_variables(os.path.join(out, "export", "bert_model.ckpt")))
-  assert set(exported) == set(n for n, _ in modeling.stock_variable_shapes(_config()))
+  assert set(exported) == set(n for n, _ in modeling.stock_variable_shapes(_config())) | {
+      "discriminator_predictions/dense/kernel", "discriminator_predictions/dense/bias",
+      "discriminator_predictions/output/kernel", "discriminator_predictions/output/bias"}
   generator = dict(tf.train.list_variables(
       os.path.join(out, "export", "generator", "generator.ckpt")))
   assert "generator/embeddings_project/kernel" in generator
