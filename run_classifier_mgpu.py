@@ -24,6 +24,7 @@ import tensorflow.compat.v1 as tf
 from classifier import data as classifier_data
 from classifier import metrics as classifier_metrics
 from classifier import model as classifier_model
+from classifier import weighting
 from engine import checkpoints
 from engine import cli
 from engine import common_flags
@@ -64,6 +65,12 @@ flags.DEFINE_enum("tsv_header", "auto", ["auto", "true", "false"],
                   "tsv task: whether files start with a header row (auto: a first row naming "
                   "columns such as text/text_a/label is a header).")
 flags.DEFINE_string("xnli_language", "zh", "xnli task: the language to train and evaluate on.")
+flags.DEFINE_string("class_weights", "none",
+                    "Training loss for imbalanced labels: none (plain cross-entropy), balanced "
+                    "(class c weighs n_train / (n_labels * count_c), from the training set, "
+                    "logged) or w0,w1,... (one weight >= 0 per label, in label order: "
+                    "labels.txt for the tsv task). The loss is sum w[y] ce / sum w[y] over the "
+                    "global batch. eval_loss stays the plain cross-entropy.")
 
 
 def get_processor(output_dir):
@@ -114,6 +121,7 @@ def main(_):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
   setup = run_setup.from_flags(trains=FLAGS.do_train)
   common_flags.check_periodic_eval_flags()
+  class_weights = weighting.parse(FLAGS.class_weights)
   bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer(setup)
   processor = get_processor(setup.output_dir)
 
@@ -142,6 +150,9 @@ def main(_):
     common_flags.check_best_metric(classifier_metrics.metric_names(label_list))
     examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
   classifier_data.check_classes(examples, label_list, source)
+  if FLAGS.do_train:
+    class_weights = weighting.resolve(class_weights, label_list,
+                                      [e.label for e in examples["train"]])
   if FLAGS.predict_file:
     examples["predict"] = predict_input.read(FLAGS.predict_file, FLAGS.predict_format,
                                              processor.read_test_file,
@@ -188,7 +199,8 @@ def main(_):
     num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(examples["train"]),
                                                                     setup.global_batch_size)
     setup.log_training_plan(len(examples["train"]), num_train_steps)
-    training.train(classifier_model.make_tower_fn(bert_config, len(label_list), is_training=True),
+    training.train(classifier_model.make_tower_fn(bert_config, len(label_list), is_training=True,
+                                                  class_weights=class_weights),
                    make_input_fn(record_files["train"], is_training=True),
                    common_flags.train_spec(setup, num_train_steps, num_warmup_steps),
                    common_flags.periodic_eval(setup, evaluate))

@@ -37,6 +37,8 @@ FAST_TESTS = {
     "test_tokenization.py": "*",
     "test_masking.py": "*",
     "test_optimization.py": "*",
+    "test_class_weights.py": ["test_weighted_loss", "test_two_towers_give",
+                              "test_balanced_weights_and_lists", "test_malformed_weight_lists"],
     "test_cluster.py": "*",
     "test_rewrite_metrics.py": "*",
     "test_rewrite_data.py": "*",
