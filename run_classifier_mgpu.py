@@ -25,6 +25,7 @@ from classifier import data as classifier_data
 from classifier import metrics as classifier_metrics
 from classifier import model as classifier_model
 from classifier import weighting
+from classifier import windows
 from engine import checkpoints
 from engine import cli
 from engine import common_flags
@@ -58,6 +59,18 @@ flags.DEFINE_string("task_name", None,
 flags.DEFINE_enum("truncation", "head", list(tokenization.TRUNCATION_MODES),
                   "How to shorten texts longer than max_seq_length: head keeps the start, tail "
                   "the end, head_tail the first 128 and the last max_seq_length-130 tokens.")
+flags.DEFINE_enum("long_text", "truncate", list(tokenization.LONG_TEXT_MODES),
+                  "Texts longer than max_seq_length: truncate (cut by --truncation) or sliding "
+                  "(overlapping windows of max_seq_length every --doc_stride tokens, each a "
+                  "training example with the document's label; eval and predict pool the "
+                  "windows' logits per document, --window_pooling, so outputs stay one row "
+                  "per document). With text pairs the second text slides.")
+flags.DEFINE_integer("doc_stride", 0,
+                     "--long_text=sliding: tokens between the starts of two windows, at most "
+                     "max_seq_length-2 (0: half a window).")
+flags.DEFINE_enum("window_pooling", "mean", list(windows.POOLING_MODES),
+                  "--long_text=sliding: how a document's window logits become its logits: "
+                  "mean or max per class over its windows.")
 flags.DEFINE_integer("text_a_column", None, "tsv task: 0-based column of the (first) text.")
 flags.DEFINE_integer("text_b_column", None, "tsv task: 0-based column of the second text.")
 flags.DEFINE_integer("label_column", None, "tsv task: 0-based column of the label.")
@@ -122,13 +135,16 @@ def main(_):
   setup = run_setup.from_flags(trains=FLAGS.do_train)
   common_flags.check_periodic_eval_flags()
   class_weights = weighting.parse(FLAGS.class_weights)
+  check_long_text_flags()
+  sliding = FLAGS.long_text == "sliding"
   bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer(setup)
   processor = get_processor(setup.output_dir)
 
   def features_file(split, examples, source_file, label_list):
     return classifier_data.cached_features_file(
         examples, split, source_file, label_list, tokenizer_digest, FLAGS.max_seq_length,
-        FLAGS.truncation, setup.output_dir, tokenizer, FLAGS.task_name.lower())
+        FLAGS.truncation, setup.output_dir, tokenizer, FLAGS.task_name.lower(),
+        FLAGS.long_text, FLAGS.doc_stride)
 
   def source(name):
     """The file a split was read from, for cache keys and messages."""
@@ -179,26 +195,40 @@ def main(_):
     record_files["predict"] = features_file("test", examples["predict"], source("test"),
                                             label_list)
 
-  def infer(split, checkpoint, batch_size, what):
-    return inference.run_inference(classifier_model.make_tower_fn(bert_config, len(label_list), False),
-                                  make_input_fn(record_files[split], False), checkpoint,
-                                  setup.inference_parallel(), batch_size,
-                                  len(examples[split]), what)
+  # With sliding windows a split's records are its documents' windows, in document order.
+  doc_index = {}
+  if sliding:
+    for split, path in sorted(record_files.items()):
+      doc_index[split] = classifier_data.read_doc_index(path)
+      windows.log_windows(split, doc_index[split], len(examples[split]))
+  rows = {split: len(doc_index[split]) if sliding else len(examples[split])
+          for split in record_files}
+
+  def infer(split, checkpoint, batch_size, what, label_ids=None):
+    """The model's outputs, one row per example (document) of `split`, in input order."""
+    outputs = inference.run_inference(
+        classifier_model.make_tower_fn(bert_config, len(label_list), False),
+        make_input_fn(record_files[split], False), checkpoint, setup.inference_parallel(),
+        batch_size, rows[split], what)
+    if not sliding:
+      return outputs
+    return windows.document_outputs(outputs, doc_index[split], len(examples[split]),
+                                    FLAGS.window_pooling, label_ids)
 
   def evaluate(checkpoint):
     """eval_results.txt's metrics of `checkpoint` on the dev set."""
-    outputs = infer("dev", checkpoint, FLAGS.eval_batch_size, "eval")
     label_map = {label: i for i, label in enumerate(label_list)}
     label_ids = np.array([label_map[e.label] for e in examples["dev"]])
+    outputs = infer("dev", checkpoint, FLAGS.eval_batch_size, "eval", label_ids)
     results = classifier_metrics.classification_report(
         outputs["probabilities"], outputs["per_example_loss"], label_ids, label_list)
     results["global_step"] = checkpoints.checkpoint_step(checkpoint)
     return results
 
   if FLAGS.do_train:
-    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(examples["train"]),
+    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(rows["train"],
                                                                     setup.global_batch_size)
-    setup.log_training_plan(len(examples["train"]), num_train_steps)
+    setup.log_training_plan(rows["train"], num_train_steps)
     training.train(classifier_model.make_tower_fn(bert_config, len(label_list), is_training=True,
                                                   class_weights=class_weights),
                    make_input_fn(record_files["train"], is_training=True),
@@ -227,13 +257,34 @@ def main(_):
     saved_model_export.export_classifier(setup, label_list, examples)
 
 
+def check_long_text_flags():
+  """--doc_stride and --window_pooling need --long_text=sliding; the stride must fit a window;
+  the SavedModel export takes whole texts only (InputError, before any work)."""
+  if FLAGS.long_text != "sliding":
+    for name in ("doc_stride", "window_pooling"):
+      if FLAGS[name].present:
+        raise cli.InputError("--%s=%s needs --long_text=sliding (now --long_text=%s)" %
+                             (name, FLAGS[name].value, FLAGS.long_text))
+    return
+  if FLAGS.do_export:
+    raise cli.InputError("--do_export with --long_text=sliding: the SavedModel classifies one "
+                         "window of max_seq_length per text; export from a run with "
+                         "--long_text=truncate, or predict long texts with --predict_file")
+  window = FLAGS.max_seq_length - 2
+  if not 0 <= FLAGS.doc_stride <= window:
+    raise cli.InputError("--doc_stride=%d: expected 0 (half a window) to %d, the tokens of a "
+                         "window at --max_seq_length=%d (a larger stride skips tokens)" %
+                         (FLAGS.doc_stride, window, FLAGS.max_seq_length))
+
+
 def predict_features(examples, label_list, tokenizer):
   """Records of --predict_file's examples in a scratch directory (removed at exit): a one-off
   file is not cached in --output_dir."""
   path = os.path.join(predict_input.scratch_dir(), "predict.tf_record")
   truncated = classifier_data.write_features(
       examples, {label: i for i, label in enumerate(label_list)}, FLAGS.max_seq_length,
-      tokenizer, FLAGS.truncation, path, FLAGS.predict_file, need_label=False)
+      tokenizer, FLAGS.truncation, path, FLAGS.predict_file, need_label=False,
+      long_text=FLAGS.long_text, doc_stride=FLAGS.doc_stride)
   logging.info("Converted %d examples of --predict_file=%s (%d truncated to max_seq_length=%d)",
                len(examples), FLAGS.predict_file, truncated, FLAGS.max_seq_length)
   return path

@@ -37,6 +37,8 @@ FAST_TESTS = {
     "test_tokenization.py": "*",
     "test_masking.py": "*",
     "test_optimization.py": "*",
+    "test_long_text.py": ["test_window_starts", "test_a_long_text_becomes",
+                          "test_window_logits_pool_back"],
     "test_class_weights.py": ["test_weighted_loss", "test_two_towers_give",
                               "test_balanced_weights_and_lists", "test_malformed_weight_lists"],
     "test_cluster.py": "*",
