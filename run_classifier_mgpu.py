@@ -175,8 +175,12 @@ def main(_):
                                              classifier_data.text_example)
   elif predicting:
     examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
-  if bert_config.type_vocab_size < 2 and any(
-      e.text_b is not None for split in examples.values() for e in split):
+  pairs = any(e.text_b is not None for split in examples.values() for e in split)
+  if pairs and sliding and FLAGS.do_export:
+    raise cli.InputError("--do_export with --long_text=sliding exports single-text tasks only; "
+                         "these examples are text pairs: predict them with --predict_file, or "
+                         "export a run with --long_text=truncate")
+  if bert_config.type_vocab_size < 2 and pairs:
     raise cli.InputError(
         "the examples are text pairs (segment ids 0 and 1) but type_vocab_size=%d in %s: the "
         "model has no embedding for the second text's segment; use a config with "
@@ -258,18 +262,14 @@ def main(_):
 
 
 def check_long_text_flags():
-  """--doc_stride and --window_pooling need --long_text=sliding; the stride must fit a window;
-  the SavedModel export takes whole texts only (InputError, before any work)."""
+  """--doc_stride and --window_pooling need --long_text=sliding; the stride must fit a window
+  (InputError, before any work)."""
   if FLAGS.long_text != "sliding":
     for name in ("doc_stride", "window_pooling"):
       if FLAGS[name].present:
         raise cli.InputError("--%s=%s needs --long_text=sliding (now --long_text=%s)" %
                              (name, FLAGS[name].value, FLAGS.long_text))
     return
-  if FLAGS.do_export:
-    raise cli.InputError("--do_export with --long_text=sliding: the SavedModel classifies one "
-                         "window of max_seq_length per text; export from a run with "
-                         "--long_text=truncate, or predict long texts with --predict_file")
   window = FLAGS.max_seq_length - 2
   if not 0 <= FLAGS.doc_stride <= window:
     raise cli.InputError("--doc_stride=%d: expected 0 (half a window) to %d, the tokens of a "

@@ -71,7 +71,8 @@ def export_classifier(setup, label_list, examples):
   """
   spec = _common_spec(setup, "classifier")
   spec.update(labels=list(label_list), truncation=FLAGS.truncation,
-              text_b=any(e.text_b is not None for e in examples))
+              text_b=any(e.text_b is not None for e in examples), long_text=FLAGS.long_text,
+              doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling)
   return build(setup.output_dir, spec)
 
 

@@ -124,7 +124,8 @@ def test_truncation_stays_at_chance_where_sliding_windows_learn(task):
   accuracy = {}
   for mode, extra in (("truncate", ["--n_gpus=1"]),
                       ("sliding", ["--long_text=sliding", "--doc_stride=7", "--n_gpus=2",
-                                   "--bucket_by_length", "--layerwise_lr_decay=0.9"])):
+                                   "--bucket_by_length", "--layerwise_lr_decay=0.9",
+                                   "--do_export"])):
     out = root / mode
     proc = run_script("run_classifier_mgpu.py", *_args(
         data_dir, out, config, "--do_train", "--do_eval", "--do_predict",
@@ -167,15 +168,44 @@ def test_predict_file_pools_windows_in_input_order(task):
   np.testing.assert_allclose(probs, first[::-1], atol=1e-5)
 
 
+def test_the_exported_model_pools_windows_like_the_run_script(task):
+  """serving_default: one text in, one prediction out, equal to test_results.tsv."""
+  from test_export import _probe  # pylint: disable=g-import-not-at-top
+  root, _, _ = task
+  out = root / "sliding"
+  if not (out / "saved_model").exists():
+    pytest.skip("needs the trained sliding run")
+  texts = [text for text, _ in _documents(21, 3)] + ["", FILLER[:5]]
+  served, tokenized = _probe(str(out / "saved_model"), [
+      ["serving_default", {"text_a": texts}], ["tokenize", {"text_a": texts[:2]}]])
+  expected = np.loadtxt(str(out / "test_results.tsv"), delimiter="\t")
+  np.testing.assert_allclose(np.array(served["probabilities"])[:21], expected, atol=1e-5)
+  assert served["label"][:21] == (out / "predict.txt").read_text().splitlines()
+  assert len(served["label"]) == 23  # a short and an empty text: one window each
+  # The windows of a 40-character text at stride 7, as the run script cut them.
+  tokenizer = tokenization.FullTokenizer(CHINESE_VOCAB)
+  python = [row.input_ids for text in texts[:2] for row in classifier_data.convert_example_windows(
+      classifier_data.InputExample("t", text), {}, 16, tokenizer, doc_stride=7, need_label=False)]
+  assert tokenized["input_ids"] == python
+  assert tokenized["doc_index"] == [0] * 5 + [1] * 5
+
+
 @pytest.mark.parametrize("extra,fragment", [
     (["--long_text=sliding", "--doc_stride=15"], "--doc_stride=15: expected 0 (half a window) "
                                                  "to 14"),
     (["--doc_stride=4"], "--doc_stride=4 needs --long_text=sliding"),
-    (["--long_text=sliding", "--do_export"], "--do_export with --long_text=sliding"),
+    (["--long_text=sliding", "--do_export", "--pairs"],
+     "--do_export with --long_text=sliding exports single-text tasks only"),
     (["--layerwise_lr_decay=1.5"], "--layerwise_lr_decay=1.5: expected a number > 0 and <= 1"),
 ])
 def test_bad_long_text_flags_are_one_line_errors(tmp_path, extra, fragment):
   data_dir = _write_task(tmp_path / "data", 8, 4, 2)
+  if "--pairs" in extra:
+    extra = [e for e in extra if e != "--pairs"]
+    for name in ("train.tsv", "dev.tsv"):
+      rows = (data_dir / name).read_text(encoding="utf-8").splitlines()
+      rows = ["text_a\ttext_b\tlabel"] + [r.replace("\t", "\t问题\t", 1) for r in rows[1:]]
+      (data_dir / name).write_text("\n".join(rows) + "\n", encoding="utf-8")
   config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128)
   proc = run_script("run_classifier_mgpu.py", *_args(
       data_dir, tmp_path / "out", config, "--do_train", "--num_train_steps=2", *extra))
