@@ -10,6 +10,10 @@ Outputs in --output_dir: checkpoints (a re-run resumes from the latest), TensorB
 eval_results.txt (stock keys plus per-class precision/recall/F1, macro F1 and Matthews
 correlation `mcc`), test_results.tsv (class probabilities, stock) and predict.txt (the predicted
 label string of each test example, one line per example, input order).
+
+Long documents: --long_text=sliding trains on overlapping windows and pools each document's
+window logits back into one row of eval_results.txt, predict.txt and test_results.tsv
+(classifier/windows.py). Imbalanced labels: --class_weights (classifier/weighting.py).
 """
 
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)

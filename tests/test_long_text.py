@@ -210,3 +210,25 @@ def test_bad_long_text_flags_are_one_line_errors(tmp_path, extra, fragment):
   proc = run_script("run_classifier_mgpu.py", *_args(
       data_dir, tmp_path / "out", config, "--do_train", "--num_train_steps=2", *extra))
   assert_one_line_error(proc, fragment)
+
+
+def test_two_processes_train_on_windows_and_the_chief_pools_them(tmp_path):
+  from script_runner import free_ports, run_processes, script_command  # pylint: disable=g-import-not-at-top
+  data_dir = _write_task(tmp_path / "data", 24, 10, 7)
+  config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128)
+  hosts = ",".join("localhost:%d" % p for p in free_ports(2))
+  out = tmp_path / "out"
+  commands = [script_command("run_classifier_mgpu.py", *_args(
+      data_dir, out, config, "--do_train", "--do_eval", "--do_predict", "--num_train_epochs=1",
+      "--long_text=sliding", "--worker_hosts=%s" % hosts, "--task_index=%d" % i))
+              for i in range(2)]
+  chief, worker = run_processes(commands, timeout=300)
+  assert chief.returncode == 0, chief.stderr[-3000:]
+  assert worker.returncode == 0, worker.stderr[-3000:]
+  # 24 documents x 5 windows (default stride 7) = 120 windows, global batch 16 x 2 processes.
+  for log in (chief.stderr, worker.stderr):
+    assert "train: 24 documents -> 120 windows" in log
+    assert "Weights identical in all 2 processes at the end of training" in log
+  assert "120 examples, global batch 32 (16 x 1 towers x 2 processes" in chief.stderr
+  assert int(_results(out)["eval_examples"]) == 10
+  assert len((out / "predict.txt").read_text().splitlines()) == 7
