@@ -463,7 +463,8 @@ def convert_example_windows(example, label_map, max_seq_length, tokenizer, trunc
     keep_a = min(len(tokens_a), max(budget - len(tokens_b), budget // 2))
     tokens_a, _ = tokenization.truncate_tokens(tokens_a, keep_a, truncation)
     budget_b = budget - len(tokens_a)
-    stride = min(doc_stride or tokenization.default_doc_stride(budget_b), budget_b)
+    # An empty second text leaves it no room: one window, [SEP] right after the first's.
+    stride = max(1, min(doc_stride or tokenization.default_doc_stride(budget_b), budget_b))
     windows = [(tokens_a, tokens_b[start:start + budget_b])
                for start in tokenization.window_starts(len(tokens_b), budget_b, stride)]
   return [InputFeatures(*_pack(a, b, max_seq_length, tokenizer), label_id=label_id)

@@ -91,6 +91,10 @@ def test_a_long_text_becomes_overlapping_windows_with_its_label():
   assert [r.input_ids[1:4] for r in rows] == [ids[:3]] * len(rows)
   assert [r.input_ids[5:15] for r in rows[:-1]] == [ids[s:s + 10] for s in (0, 6, 12, 18)]
   assert len(rows) == 5 and rows[-1].segment_ids[5] == 1
+  # A long first text with an empty second one: one window, the first text cut to the room.
+  empty_b = classifier_data.InputExample("train-4", text, "", label="neg")
+  rows = classifier_data.convert_example_windows(empty_b, {"neg": 0, "pos": 1}, 16, tokenizer)
+  assert len(rows) == 1 and rows[0].input_ids[1:14] == ids[:13] and rows[0].input_ids[14] == sep
 
 
 def test_window_logits_pool_back_to_one_row_per_document_in_order():
