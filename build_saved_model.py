@@ -15,6 +15,10 @@ tf.Module whose tf.functions become the signatures:
               serve_ids        input_ids, input_mask, segment_ids [batch, seq] -> the same
               tokenize         the inputs of serving_default -> input_ids, input_mask,
                                segment_ids [batch, max_seq_length]
+              With --long_text=sliding (single texts), serving_default runs every window of
+              each text and pools their logits (mean or max) into one row per text;
+              tokenize then gives one row per window plus doc_index [windows] (its text),
+              and serve_ids classifies the rows it is given (windows) one by one.
   rewriter    serving_default  source [batch] -> rewrite [batch], output_ids
                                [batch, max_target_length + 1], scores [batch]
               serve_ids        input_ids, input_mask, segment_ids [batch, max_seq_length] ->
@@ -43,6 +47,7 @@ from rewrite import data as rewrite_data
 from rewrite import decoding as rewrite_decoding
 from serving import graph_features
 from serving import graph_tokenizer
+import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -169,6 +174,11 @@ class ClassifierModule(ServingModule):
     self.labels = tf.constant(spec["labels"])
     self.truncation = spec["truncation"]
     self.text_b = spec["text_b"]
+    self.long_text = spec.get("long_text", "truncate")
+    self.window_pooling = spec.get("window_pooling", "mean")
+    budget = self.max_seq_length - 2
+    self.doc_stride = min(spec.get("doc_stride") or tokenization.default_doc_stride(budget),
+                          budget)
     self.add_asset("labels.txt", "".join(label + "\n" for label in spec["labels"]))
 
     def model_fn(input_ids, input_mask, segment_ids):
@@ -184,7 +194,15 @@ class ClassifierModule(ServingModule):
     self.tokenize = tf.function(self._tokenize, input_signature=text_specs)
 
   def _tokenize(self, text_a, text_b=None):
-    """Texts [batch] -> input_ids, input_mask, segment_ids int32 [batch, max_seq_length]."""
+    """Texts [batch] -> input_ids, input_mask, segment_ids int32 [batch, max_seq_length]
+    (sliding windows: [windows, max_seq_length], and doc_index int32 [windows])."""
+    if self.long_text == "sliding":
+      windows, doc = graph_features.sliding_windows(
+          self.tokenizer.tokenize(text_a), self.max_seq_length - 2, self.doc_stride)
+      features = graph_features.classifier_inputs(windows, None, self._cls_id,
+                                                  self.tokenizer.sep_id, self.max_seq_length,
+                                                  "head")
+      return dict(features, doc_index=tf.cast(doc, tf.int32))
     ids_b = self.tokenizer.tokenize(text_b) if text_b is not None else None
     return graph_features.classifier_inputs(
         self.tokenizer.tokenize(text_a), ids_b, self._cls_id, self.tokenizer.sep_id,
@@ -199,8 +217,18 @@ class ClassifierModule(ServingModule):
 
   def _classify_text(self, text_a, text_b=None):
     with tf.control_dependencies(_check_batch_of_texts(text_a=text_a, text_b=text_b)):
-      features = _trim_padding(self._tokenize(text_a, text_b))
-    return self._classify_ids(*[features[name] for name in _FEATURE_NAMES])
+      features = self._tokenize(text_a, text_b)
+    doc_index = features.pop("doc_index", None)
+    features = _trim_padding(features)
+    outputs = self._classify_ids(*[features[name] for name in _FEATURE_NAMES])
+    if doc_index is None:
+      return outputs
+    logits = graph_features.pool_windows(outputs["logits"], doc_index, tf.size(text_a),
+                                         self.window_pooling)
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+    return {"label": tf.gather(self.labels, label_id), "label_id": label_id,
+            "probabilities": probabilities, "logits": logits}
 
   def signatures(self):
     return {"serving_default": self.classify_text, "serve_ids": self.classify_ids,

@@ -9,10 +9,15 @@ have already averaged (see tower_utils.py). Both create the stock slot variables
 `create_replicated_train_op` applies the same update to every replica of the variables
 (tower_utils' allreduce mode), with `optimizer="lamb"` for LAMB (same slots) and an optional
 `DynamicLossScale` for float16 training, which skips updates whose gradients are not finite.
+
+Layer-wise learning-rate decay (`layerwise_lr_decay=D` < 1, ELECTRA's fine-tuning recipe): with L
+transformer layers, `encoder/layer_k/` (k = 0..L-1) is updated at lr * D^(L-k), the embeddings
+at lr * D^(L+1), everything else (the pooler, task heads) at lr; see `layerwise_lr_factors`.
 """
 
 import re
 
+from absl import logging
 import tensorflow.compat.v1 as tf
 from tensorflow.python.ops import gen_training_ops  # pylint: disable=g-direct-tensorflow-import
 
@@ -78,14 +83,62 @@ def global_norm(grads):
   return tf.sqrt(tf.add_n(squares))
 
 
-def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False):
+def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,
+                     layerwise_lr_decay=1.0):
   """Stock entry: the train op for one `loss` (one tower). `use_tpu` is accepted and ignored."""
   del use_tpu  # No TPU support; kept so stock call sites work unchanged.
   tvars = tf.trainable_variables()
   grads = tf.gradients(loss, tvars)
   train_op, _ = create_train_op_from_grads(
-      list(zip(grads, tvars)), init_lr, num_train_steps, num_warmup_steps)
+      list(zip(grads, tvars)), init_lr, num_train_steps, num_warmup_steps,
+      layerwise_lr_decay=layerwise_lr_decay)
   return train_op
+
+
+_LAYER = re.compile(r"(?:^|/)encoder/layer_(\d+)/")
+_EMBEDDINGS = re.compile(r"(?:^|/)embeddings(?:_project)?/")
+
+
+def layerwise_lr_factors(variable_names, decay):
+  """Each variable's learning-rate factor under layer-wise decay (ELECTRA's fine-tuning).
+
+  With L transformer layers (`.../encoder/layer_0/` to `layer_{L-1}/` among the names): layer k
+  gets decay^(L-k), the embeddings (`.../embeddings/`) decay^(L+1), every other variable (the
+  pooler, the task head) 1.0. The layers nearest the input move least. (google-research/
+  electra's _get_layer_lrs puts its head one depth above the top layer, so its factors are
+  these times one more `decay` everywhere but the head.)
+
+  Args:
+    variable_names: variable names (op names, or with ":0"); replica copies
+      (`replica_r/<name>`) get the factor of their stock name.
+    decay: D in (0, 1]; 1.0 gives every variable 1.0.
+
+  Returns:
+    dict name -> float factor, one entry per name.
+  """
+  names = list(variable_names)
+  layers = [int(m.group(1)) for m in map(_LAYER.search, names) if m]
+  num_layers = max(layers) + 1 if layers else 0
+  factors = {}
+  for name in names:
+    layer = _LAYER.search(name)
+    if layer:
+      depth = int(layer.group(1)) + 1
+    elif _EMBEDDINGS.search(name):
+      depth = 0
+    else:
+      depth = num_layers + 1
+    factors[name] = float(decay) ** (num_layers + 1 - depth)
+  return factors
+
+
+def _log_layer_factors(factors, decay):
+  """Logs the distinct factors of layer-wise decay with an example variable of each."""
+  by_factor = {}
+  for name, factor in sorted(factors.items()):
+    by_factor.setdefault(factor, name)
+  logging.info("Layer-wise learning-rate decay %g: %s", decay, "; ".join(
+      "x%.4g (%s)" % (factor, name) for factor, name in sorted(by_factor.items())))
 
 
 OPTIMIZERS = ("adamw", "lamb")
@@ -93,7 +146,7 @@ OPTIMIZERS = ("adamw", "lamb")
 
 def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_warmup_steps,
                                global_step=None, clip_norm=CLIP_NORM, optimizer="adamw",
-                               loss_scale=None):
+                               loss_scale=None, layerwise_lr_decay=1.0):
   """The BERT update for gradients already computed (and, with towers, already averaged).
 
   Args:
@@ -105,19 +158,22 @@ def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_war
     clip_norm: gradients are clipped to this global norm before the update.
     optimizer: "adamw" (stock) or "lamb".
     loss_scale: optional DynamicLossScale (the gradients are already unscaled).
+    layerwise_lr_decay: D < 1 scales each variable's learning rate by its
+      layerwise_lr_factors (1.0: one rate for all, stock).
 
   Returns:
     (train_op, learning_rate): the op applying one update and incrementing global_step (its
-    value is global_step afterwards), and the scalar learning-rate Tensor used by it.
+    value is global_step afterwards), and the scalar learning-rate Tensor used by it (the
+    rate of the head; decayed layers get a fraction of it).
   """
   return create_replicated_train_op([grads_and_vars], init_lr, num_train_steps,
                                     num_warmup_steps, global_step, clip_norm, optimizer,
-                                    loss_scale)
+                                    loss_scale, layerwise_lr_decay)
 
 
 def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
                                num_warmup_steps, global_step=None, clip_norm=CLIP_NORM,
-                               optimizer="adamw", loss_scale=None):
+                               optimizer="adamw", loss_scale=None, layerwise_lr_decay=1.0):
   """One update applied to each replica of the variables, from its own copy of the gradients.
 
   Every replica's gradients are identical (reduced by tower_utils), and so are its variables, so
@@ -125,8 +181,8 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
 
   Args:
     replica_grads_and_vars: list (one per replica) of lists of (gradient or None, Variable).
-    init_lr, num_train_steps, num_warmup_steps, global_step, clip_norm, optimizer: see
-      create_train_op_from_grads.
+    init_lr, num_train_steps, num_warmup_steps, global_step, clip_norm, optimizer,
+      layerwise_lr_decay: see create_train_op_from_grads.
     loss_scale: optional DynamicLossScale. The update (all replicas) and the global_step
       increment then run only when replica 0's gradients are all finite; otherwise the step is
       skipped, global_step does not advance, and the scale is lowered.
@@ -137,7 +193,13 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
   if global_step is None:
     global_step = tf.train.get_or_create_global_step()
   learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps)
-  opt = make_optimizer(optimizer, learning_rate)
+  lr_factors = None
+  if layerwise_lr_decay != 1.0:
+    lr_factors = layerwise_lr_factors(
+        [v.op.name for grads_and_vars in replica_grads_and_vars for _, v in grads_and_vars],
+        layerwise_lr_decay)
+    _log_layer_factors(lr_factors, layerwise_lr_decay)
+  opt = make_optimizer(optimizer, learning_rate, lr_factors)
 
   clipped, norms = [], []
   for grads_and_vars in replica_grads_and_vars:
@@ -167,10 +229,14 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
     return tf.identity(new_step), learning_rate
 
 
-def make_optimizer(name, learning_rate):
-  """The optimizer `name` ("adamw" or "lamb") with BERT's hyper-parameters."""
+def make_optimizer(name, learning_rate, lr_factors=None):
+  """The optimizer `name` ("adamw" or "lamb") with BERT's hyper-parameters.
+
+  lr_factors: optional dict variable name -> learning-rate factor (layerwise_lr_factors).
+  """
   kwargs = dict(learning_rate=learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
-                epsilon=1e-6, exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+                epsilon=1e-6, exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
+                lr_factors=lr_factors)
   if name == "adamw":
     return AdamWeightDecayOptimizer(**kwargs)
   if name == "lamb":
@@ -232,9 +298,15 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
                beta_2=0.999,
                epsilon=1e-6,
                exclude_from_weight_decay=None,
-               name="AdamWeightDecayOptimizer"):
-    """Constructs an AdamWeightDecayOptimizer."""
+               name="AdamWeightDecayOptimizer",
+               lr_factors=None):
+    """Constructs an AdamWeightDecayOptimizer.
+
+    lr_factors: optional dict variable name -> factor of `learning_rate` for that variable
+      (layer-wise decay); a variable not in it gets the factor 1.
+    """
     super(AdamWeightDecayOptimizer, self).__init__(False, name)
+    self.lr_factors = lr_factors or {}
 
     self.learning_rate = learning_rate
     self.weight_decay_rate = weight_decay_rate
@@ -243,6 +315,11 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     self.epsilon = epsilon
     self.exclude_from_weight_decay = exclude_from_weight_decay
     self._slot_cache = {}  # variable name -> (adam_m, adam_v)
+
+  def _learning_rate(self, param_name):
+    """The learning rate of `param_name`: learning_rate times its layer-wise factor."""
+    factor = self.lr_factors.get(param_name, 1.0)
+    return self.learning_rate if factor == 1.0 else self.learning_rate * factor
 
   def create_slots(self, var_list):
     """Creates the adam_m and adam_v slots of every variable, next to it (same device).
@@ -296,8 +373,9 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
       # Both updates work in place, so they must wait for the gradient (the clipped one depends
       # on every gradient, hence on every read of every variable in the towers).
       with tf.control_dependencies([grad]):
-        decay = [param.assign_sub(self.learning_rate * self.weight_decay_rate * param)]
-    args = (0.0, 0.0, self.learning_rate, self.beta_1, self.beta_2, self.epsilon, grad)
+        decay = [param.assign_sub(self._learning_rate(param_name) * self.weight_decay_rate *
+                                  param)]
+    args = (0.0, 0.0, self._learning_rate(param_name), self.beta_1, self.beta_2, self.epsilon, grad)
     with tf.control_dependencies(decay):
       if hasattr(param, "handle"):  # resource variables
         return gen_training_ops.resource_apply_adam(param.handle, m.handle, v.handle, *args)
@@ -346,9 +424,9 @@ class LambOptimizer(AdamWeightDecayOptimizer):
 
   def __init__(self, learning_rate, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999,
                epsilon=1e-6, exclude_from_weight_decay=None, exclude_from_layer_adaptation=None,
-               name="LambOptimizer"):
+               name="LambOptimizer", lr_factors=None):
     super(LambOptimizer, self).__init__(learning_rate, weight_decay_rate, beta_1, beta_2,
-                                        epsilon, exclude_from_weight_decay, name)
+                                        epsilon, exclude_from_weight_decay, name, lr_factors)
     if exclude_from_layer_adaptation is None:
       exclude_from_layer_adaptation = exclude_from_weight_decay
     self.exclude_from_layer_adaptation = exclude_from_layer_adaptation
@@ -364,7 +442,7 @@ class LambOptimizer(AdamWeightDecayOptimizer):
       w_norm = tf.norm(param, ord=2)
       u_norm = tf.norm(update, ord=2)
       update *= tf.where(w_norm > 0.0, tf.where(u_norm > 0.0, w_norm / u_norm, 1.0), 1.0)
-    next_param = param - self.learning_rate * update
+    next_param = param - self._learning_rate(param_name) * update
     return tf.group(param.assign(next_param), m.assign(next_m), v.assign(next_v))
 
   def _do_layer_adaptation(self, param_name):

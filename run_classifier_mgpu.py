@@ -10,6 +10,10 @@ Outputs in --output_dir: checkpoints (a re-run resumes from the latest), TensorB
 eval_results.txt (stock keys plus per-class precision/recall/F1, macro F1 and Matthews
 correlation `mcc`), test_results.tsv (class probabilities, stock) and predict.txt (the predicted
 label string of each test example, one line per example, input order).
+
+Long documents: --long_text=sliding trains on overlapping windows and pools each document's
+window logits back into one row of eval_results.txt, predict.txt and test_results.tsv
+(classifier/windows.py). Imbalanced labels: --class_weights (classifier/weighting.py).
 """
 
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
@@ -24,6 +28,8 @@ import tensorflow.compat.v1 as tf
 from classifier import data as classifier_data
 from classifier import metrics as classifier_metrics
 from classifier import model as classifier_model
+from classifier import weighting
+from classifier import windows
 from engine import checkpoints
 from engine import cli
 from engine import common_flags
@@ -58,6 +64,18 @@ flags.DEFINE_string("task_name", None,
 flags.DEFINE_enum("truncation", "head", list(tokenization.TRUNCATION_MODES),
                   "How to shorten texts longer than max_seq_length: head keeps the start, tail "
                   "the end, head_tail the first 128 and the last max_seq_length-130 tokens.")
+flags.DEFINE_enum("long_text", "truncate", list(tokenization.LONG_TEXT_MODES),
+                  "Texts longer than max_seq_length: truncate (cut by --truncation) or sliding "
+                  "(overlapping windows of max_seq_length every --doc_stride tokens, each a "
+                  "training example with the document's label; eval and predict pool the "
+                  "windows' logits per document, --window_pooling, so outputs stay one row "
+                  "per document). With text pairs the second text slides.")
+flags.DEFINE_integer("doc_stride", 0,
+                     "--long_text=sliding: tokens between the starts of two windows, at most "
+                     "max_seq_length-2 (0: half a window).")
+flags.DEFINE_enum("window_pooling", "mean", list(windows.POOLING_MODES),
+                  "--long_text=sliding: how a document's window logits become its logits: "
+                  "mean or max per class over its windows.")
 flags.DEFINE_integer("text_a_column", None, "tsv task: 0-based column of the (first) text.")
 flags.DEFINE_integer("text_b_column", None, "tsv task: 0-based column of the second text.")
 flags.DEFINE_integer("label_column", None, "tsv task: 0-based column of the label.")
@@ -65,6 +83,12 @@ flags.DEFINE_enum("tsv_header", "auto", ["auto", "true", "false"],
                   "tsv task: whether files start with a header row (auto: a first row naming "
                   "columns such as text/text_a/label is a header).")
 flags.DEFINE_string("xnli_language", "zh", "xnli task: the language to train and evaluate on.")
+flags.DEFINE_string("class_weights", "none",
+                    "Training loss for imbalanced labels: none (plain cross-entropy), balanced "
+                    "(class c weighs n_train / (n_labels * count_c), from the training set, "
+                    "logged) or w0,w1,... (one weight >= 0 per label, in label order: "
+                    "labels.txt for the tsv task). The loss is sum w[y] ce / sum w[y] over the "
+                    "global batch. eval_loss stays the plain cross-entropy.")
 
 
 def get_processor(output_dir):
@@ -114,13 +138,17 @@ def main(_):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
   setup = run_setup.from_flags(trains=FLAGS.do_train)
   common_flags.check_periodic_eval_flags()
+  class_weights = weighting.parse(FLAGS.class_weights)
+  check_long_text_flags()
+  sliding = FLAGS.long_text == "sliding"
   bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer(setup)
   processor = get_processor(setup.output_dir)
 
   def features_file(split, examples, source_file, label_list):
     return classifier_data.cached_features_file(
         examples, split, source_file, label_list, tokenizer_digest, FLAGS.max_seq_length,
-        FLAGS.truncation, setup.output_dir, tokenizer, FLAGS.task_name.lower())
+        FLAGS.truncation, setup.output_dir, tokenizer, FLAGS.task_name.lower(),
+        FLAGS.long_text, FLAGS.doc_stride)
 
   def source(name):
     """The file a split was read from, for cache keys and messages."""
@@ -142,6 +170,9 @@ def main(_):
     common_flags.check_best_metric(classifier_metrics.metric_names(label_list))
     examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
   classifier_data.check_classes(examples, label_list, source)
+  if FLAGS.do_train:
+    class_weights = weighting.resolve(class_weights, label_list,
+                                      [e.label for e in examples["train"]])
   if FLAGS.predict_file:
     examples["predict"] = predict_input.read(FLAGS.predict_file, FLAGS.predict_format,
                                              processor.read_test_file,
@@ -149,7 +180,12 @@ def main(_):
   elif predicting:
     examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
   input_layout = classifier_data.input_layout(
-      examples, lambda split: (FLAGS.predict_file or source("test")) if split == "predict" else source(split))
+      examples, lambda split: (FLAGS.predict_file or source("test")) if split == "predict"
+      else source(split))
+  if input_layout == classifier_data.TEXT_PAIRS and sliding and FLAGS.do_export:
+    raise cli.InputError("--do_export with --long_text=sliding exports single-text tasks only; "
+                         "these examples are text pairs: predict them with --predict_file, or "
+                         "export a run with --long_text=truncate")
   if bert_config.type_vocab_size < 2 and input_layout == classifier_data.TEXT_PAIRS:
     raise cli.InputError(
         "the examples are text pairs (segment ids 0 and 1) but type_vocab_size=%d in %s: the "
@@ -157,9 +193,11 @@ def main(_):
         "type_vocab_size >= 2, or single texts" % (bert_config.type_vocab_size,
                                                    FLAGS.bert_config_file))
   common_flags.check_run_info(
-      setup, common_flags.run_identity(bert_config, tokenizer_digest, input_flags=("truncation",),
-                                       task=FLAGS.task_name.lower(), labels=list(label_list),
-                                       input_layout=input_layout), will_train=FLAGS.do_train)
+      setup, common_flags.run_identity(
+          bert_config, tokenizer_digest,
+          input_flags=("truncation", "long_text", "doc_stride", "window_pooling"),
+          task=FLAGS.task_name.lower(), labels=list(label_list), input_layout=input_layout),
+      will_train=FLAGS.do_train)
   if FLAGS.do_train and isinstance(processor, classifier_data.TsvProcessor):
     processor.save_labels()
   record_files = {split: features_file(split, split_examples, source(split), label_list)
@@ -170,27 +208,42 @@ def main(_):
     record_files["predict"] = features_file("test", examples["predict"], source("test"),
                                             label_list)
 
-  def infer(split, checkpoint, batch_size, what):
-    return inference.run_inference(classifier_model.make_tower_fn(bert_config, len(label_list), False),
-                                  make_input_fn(record_files[split], False), checkpoint,
-                                  setup.inference_parallel(), batch_size,
-                                  len(examples[split]), what)
+  # With sliding windows a split's records are its documents' windows, in document order.
+  doc_index = {}
+  if sliding:
+    for split, path in sorted(record_files.items()):
+      doc_index[split] = classifier_data.read_doc_index(path)
+      windows.log_windows(split, doc_index[split], len(examples[split]))
+  rows = {split: len(doc_index[split]) if sliding else len(examples[split])
+          for split in record_files}
+
+  def infer(split, checkpoint, batch_size, what, label_ids=None):
+    """The model's outputs, one row per example (document) of `split`, in input order."""
+    outputs = inference.run_inference(
+        classifier_model.make_tower_fn(bert_config, len(label_list), False),
+        make_input_fn(record_files[split], False), checkpoint, setup.inference_parallel(),
+        batch_size, rows[split], what)
+    if not sliding:
+      return outputs
+    return windows.document_outputs(outputs, doc_index[split], len(examples[split]),
+                                    FLAGS.window_pooling, label_ids)
 
   def evaluate(checkpoint):
     """eval_results.txt's metrics of `checkpoint` on the dev set."""
-    outputs = infer("dev", checkpoint, FLAGS.eval_batch_size, "eval")
     label_map = {label: i for i, label in enumerate(label_list)}
     label_ids = np.array([label_map[e.label] for e in examples["dev"]])
+    outputs = infer("dev", checkpoint, FLAGS.eval_batch_size, "eval", label_ids)
     results = classifier_metrics.classification_report(
         outputs["probabilities"], outputs["per_example_loss"], label_ids, label_list)
     results["global_step"] = checkpoints.checkpoint_step(checkpoint)
     return results
 
   if FLAGS.do_train:
-    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(len(examples["train"]),
+    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(rows["train"],
                                                                     setup.global_batch_size)
-    setup.log_training_plan(len(examples["train"]), num_train_steps)
-    training.train(classifier_model.make_tower_fn(bert_config, len(label_list), is_training=True),
+    setup.log_training_plan(rows["train"], num_train_steps)
+    training.train(classifier_model.make_tower_fn(bert_config, len(label_list), is_training=True,
+                                                  class_weights=class_weights),
                    make_input_fn(record_files["train"], is_training=True),
                    common_flags.train_spec(setup, num_train_steps, num_warmup_steps),
                    common_flags.periodic_eval(setup, evaluate))
@@ -214,13 +267,16 @@ def main(_):
   if FLAGS.do_export:
     saved_model_export.export_classifier(
         setup, label_list,
-        text_pairs=(input_layout or export_layout(setup)) == classifier_data.TEXT_PAIRS)
+        text_pairs=(input_layout or export_layout(setup, sliding)) == classifier_data.TEXT_PAIRS)
 
 
-def export_layout(setup):
+def export_layout(setup, sliding):
   """The input layout of an export-only run: the training run's (run_info.json), else that of
-  the test or dev file of --data_dir."""
+  the test or dev file of --data_dir. Pairs cannot be exported with sliding windows."""
   layout = (run_info.read(setup.output_dir) or {}).get("input_layout")
+  if layout == classifier_data.TEXT_PAIRS and sliding:
+    raise cli.InputError("--do_export with --long_text=sliding exports single-text tasks only; "
+                         "the model in %s reads text pairs" % setup.output_dir)
   if layout:
     return layout
   if not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir):
@@ -234,13 +290,30 @@ def export_layout(setup):
                else processor.get_dev_examples(FLAGS.data_dir)}, lambda _: FLAGS.data_dir)
 
 
+def check_long_text_flags():
+  """--doc_stride and --window_pooling need --long_text=sliding; the stride must fit a window
+  (InputError, before any work)."""
+  if FLAGS.long_text != "sliding":
+    for name in ("doc_stride", "window_pooling"):
+      if FLAGS[name].present:
+        raise cli.InputError("--%s=%s needs --long_text=sliding (now --long_text=%s)" %
+                             (name, FLAGS[name].value, FLAGS.long_text))
+    return
+  window = FLAGS.max_seq_length - 2
+  if not 0 <= FLAGS.doc_stride <= window:
+    raise cli.InputError("--doc_stride=%d: expected 0 (half a window) to %d, the tokens of a "
+                         "window at --max_seq_length=%d (a larger stride skips tokens)" %
+                         (FLAGS.doc_stride, window, FLAGS.max_seq_length))
+
+
 def predict_features(examples, label_list, tokenizer):
   """Records of --predict_file's examples in a scratch directory (removed at exit): a one-off
   file is not cached in --output_dir."""
   path = os.path.join(predict_input.scratch_dir(), "predict.tf_record")
   truncated = classifier_data.write_features(
       examples, {label: i for i, label in enumerate(label_list)}, FLAGS.max_seq_length,
-      tokenizer, FLAGS.truncation, path, FLAGS.predict_file, need_label=False)
+      tokenizer, FLAGS.truncation, path, FLAGS.predict_file, need_label=False,
+      long_text=FLAGS.long_text, doc_stride=FLAGS.doc_stride)
   logging.info("Converted %d examples of --predict_file=%s (%d truncated to max_seq_length=%d)",
                len(examples), FLAGS.predict_file, truncated, FLAGS.max_seq_length)
   return path

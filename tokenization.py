@@ -484,6 +484,33 @@ def truncate_tokens(tokens, budget, mode):
   return tokens[:head] + (tokens[len(tokens) - tail:] if tail else []), True
 
 
+LONG_TEXT_MODES = ("truncate", "sliding")
+
+
+def window_starts(num_tokens, budget, stride):
+  """Where the sliding windows over a long text start: 0, stride, 2 stride, ...
+
+  Each window holds tokens[start:start + budget]; windows are added until one reaches the end
+  of the text, so a text of at most `budget` tokens is one window, and every token is in some
+  window when stride <= budget.
+
+  Args:
+    num_tokens: the text's length in tokens.
+    budget: tokens per window (max_seq_length minus the special tokens).
+    stride: tokens between the starts of two windows, 1 <= stride <= budget.
+
+  Returns:
+    list of start offsets: 1 + ceil(max(0, num_tokens - budget) / stride) of them.
+  """
+  extra = max(0, num_tokens - budget)
+  return [k * stride for k in range(1 + (extra + stride - 1) // stride)]
+
+
+def default_doc_stride(budget):
+  """The stride of --doc_stride=0: half a window (at least 1), so each token is seen twice."""
+  return max(1, budget // 2)
+
+
 def pair_budgets(len_a, len_b, budget):
   """Lengths for a pair after stock truncation (shorten the longer one first)."""
   while len_a + len_b > budget:

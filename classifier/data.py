@@ -2,6 +2,12 @@
 
 Every reader raises `cli.InputError` naming the file and line of a malformed row; no example is
 ever silently dropped.
+
+A long document is either truncated (--truncation) or, with long_text="sliding", cut into
+overlapping windows of max_seq_length (tokenization.window_starts), each a record of its own
+with the document's label. Every record carries `doc_index`, the position of its document in
+the split, so the windows' outputs are pooled back into one row per document
+(classifier/windows.py); `read_doc_index` reads it back.
 """
 
 import collections
@@ -19,7 +25,9 @@ import tokenization
 
 LABELS_FILE = "labels.txt"
 # Bumped whenever the feature layout changes, so old caches are not reused.
-FEATURES_FORMAT = "classifier-features-v2"
+FEATURES_FORMAT = "classifier-features-v3"
+# The record feature naming each row's document (0-based position in its split).
+DOC_INDEX = "doc_index"
 
 
 class InputExample(object):
@@ -481,7 +489,54 @@ def convert_single_example(example, label_map, max_seq_length, tokenizer, trunca
     tokens_a, cut_a = tokenization.truncate_tokens(tokens_a, budget_a, truncation)
     tokens_b, cut_b = tokenization.truncate_tokens(tokens_b, budget_b, truncation)
     truncated = cut_a or cut_b
+  input_ids, input_mask, segment_ids = _pack(tokens_a, tokens_b, max_seq_length, tokenizer)
+  return InputFeatures(input_ids, input_mask, segment_ids,
+                       _label_id(example, label_map, source, need_label), truncated)
 
+
+def convert_example_windows(example, label_map, max_seq_length, tokenizer, truncation="head",
+                            doc_stride=0, source="", need_label=True):
+  """Converts an InputExample to the InputFeatures of its sliding windows (long_text=sliding).
+
+  A single text longer than max_seq_length - 2 tokens becomes windows of that many tokens
+  starting every doc_stride tokens (tokenization.window_starts), each [CLS] window [SEP] with
+  the example's label. A pair that does not fit keeps its first text (cut by `truncation` to at
+  most half the room when the second needs more) and slides over the second, as BERT's SQuAD
+  code slides over the document after the question.
+
+  Args:
+    example, label_map, max_seq_length, tokenizer, truncation, source, need_label: see
+      convert_single_example.
+    doc_stride: tokens between window starts (0: half a window); at most a window's tokens.
+
+  Returns:
+    list of InputFeatures (one for a text that fits), in window order.
+  """
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
+  label_id = _label_id(example, label_map, source, need_label)
+  if tokens_b is None:
+    budget = max_seq_length - 2
+    windows = [(tokens_a[start:start + budget], None) for start in tokenization.window_starts(
+        len(tokens_a), budget, min(doc_stride or tokenization.default_doc_stride(budget),
+                                   budget))]
+  elif len(tokens_a) + len(tokens_b) <= max_seq_length - 3:
+    windows = [(tokens_a, tokens_b)]
+  else:
+    budget = max_seq_length - 3
+    keep_a = min(len(tokens_a), max(budget - len(tokens_b), budget // 2))
+    tokens_a, _ = tokenization.truncate_tokens(tokens_a, keep_a, truncation)
+    budget_b = budget - len(tokens_a)
+    # An empty second text leaves it no room: one window, [SEP] right after the first's.
+    stride = max(1, min(doc_stride or tokenization.default_doc_stride(budget_b), budget_b))
+    windows = [(tokens_a, tokens_b[start:start + budget_b])
+               for start in tokenization.window_starts(len(tokens_b), budget_b, stride)]
+  return [InputFeatures(*_pack(a, b, max_seq_length, tokenizer), label_id=label_id)
+          for a, b in windows]
+
+
+def _pack(tokens_a, tokens_b, max_seq_length, tokenizer):
+  """[CLS] a [SEP] (b [SEP]) as (input_ids, input_mask, segment_ids), padded to max_seq_length."""
   tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
   segment_ids = [0] * len(tokens)
   if tokens_b is not None:
@@ -493,16 +548,18 @@ def convert_single_example(example, label_map, max_seq_length, tokenizer, trunca
   input_ids += [0] * padding
   input_mask += [0] * padding
   segment_ids += [0] * padding
+  return input_ids, input_mask, segment_ids
 
+
+def _label_id(example, label_map, source, need_label):
+  """The example's class id (0 for an unlabeled test example); InputError for an unknown label."""
   if example.label is None or not need_label:
-    label_id = label_map.get(example.label, 0)
-  elif example.label in label_map:
-    label_id = label_map[example.label]
-  else:
-    raise InputError("%s (%s): label %r is not one of the labels %s" %
-                     (source, example.guid.replace("-", " line ", 1), example.label,
-                      sorted(label_map)))
-  return InputFeatures(input_ids, input_mask, segment_ids, label_id, truncated)
+    return label_map.get(example.label, 0)
+  if example.label in label_map:
+    return label_map[example.label]
+  raise InputError("%s (%s): label %r is not one of the labels %s" %
+                   (source, example.guid.replace("-", " line ", 1), example.label,
+                    sorted(label_map)))
 
 
 def name_to_features(max_seq_length):
@@ -520,27 +577,45 @@ def _int64_feature(values):
 
 
 def write_features(examples, label_map, max_seq_length, tokenizer, truncation, output_file,
-                   source, need_label):
-  """Tokenizes `examples` into a TFRecord file (atomically); returns the truncation count."""
+                   source, need_label, long_text="truncate", doc_stride=0):
+  """Tokenizes `examples` into a TFRecord file (atomically); returns the truncation count.
+
+  long_text "sliding" writes every window of a long example (convert_example_windows) instead
+  of its truncated form; each record's DOC_INDEX is its example's position in `examples`.
+  """
   truncated = [0]
 
   def _write(path):
     with tf.io.TFRecordWriter(path) as writer:
-      for example in examples:
-        f = convert_single_example(example, label_map, max_seq_length, tokenizer, truncation,
-                                   source, need_label)
-        truncated[0] += int(f.truncated)
-        features = collections.OrderedDict([
-            ("input_ids", _int64_feature(f.input_ids)),
-            ("input_mask", _int64_feature(f.input_mask)),
-            ("segment_ids", _int64_feature(f.segment_ids)),
-            ("label_ids", _int64_feature([f.label_id])),
-        ])
-        writer.write(tf.train.Example(
-            features=tf.train.Features(feature=features)).SerializeToString())
+      for doc_index, example in enumerate(examples):
+        if long_text == "sliding":
+          rows = convert_example_windows(example, label_map, max_seq_length, tokenizer,
+                                         truncation, doc_stride, source, need_label)
+        else:
+          rows = [convert_single_example(example, label_map, max_seq_length, tokenizer,
+                                         truncation, source, need_label)]
+        for f in rows:
+          truncated[0] += int(f.truncated)
+          features = collections.OrderedDict([
+              ("input_ids", _int64_feature(f.input_ids)),
+              ("input_mask", _int64_feature(f.input_mask)),
+              ("segment_ids", _int64_feature(f.segment_ids)),
+              ("label_ids", _int64_feature([f.label_id])),
+              (DOC_INDEX, _int64_feature([doc_index])),
+          ])
+          writer.write(tf.train.Example(
+              features=tf.train.Features(feature=features)).SerializeToString())
 
   atomic_files.write_atomically(output_file, _write)
   return truncated[0]
+
+
+def read_doc_index(record_file):
+  """int64 numpy array [records]: the DOC_INDEX of every record of `record_file`, in order."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  return np.array([tf.train.Example.FromString(record).features.feature[DOC_INDEX]
+                   .int64_list.value[0]
+                   for record in tf.io.tf_record_iterator(record_file)], np.int64)
 
 
 def examples_digest(examples):
@@ -552,17 +627,21 @@ def examples_digest(examples):
 
 
 def cached_features_file(examples, split, source_file, label_list, tokenizer_digest,
-                         max_seq_length, truncation, output_dir, tokenizer, task_name):
+                         max_seq_length, truncation, output_dir, tokenizer, task_name,
+                         long_text="truncate", doc_stride=0):
   """Returns a TFRecord of `examples`, reusing a cache built from exactly the same inputs.
 
   The cache name hashes the examples themselves (so the column, header and language settings
   that chose them count), the data file's bytes, the vocabulary's bytes, casing,
-  max_seq_length, truncation, label list, task and FEATURES_FORMAT, so any change rebuilds it.
+  max_seq_length, truncation, label list, task and FEATURES_FORMAT, so any change rebuilds it;
+  and long_text and doc_stride (write_features) when the windows slide.
   """
-  key = input_pipeline.cache_key(FEATURES_FORMAT, task_name, split,
-                                 input_pipeline.file_digest(source_file),
-                                 examples_digest(examples), tokenizer_digest, max_seq_length,
-                                 truncation, list(label_list))
+  parts = [FEATURES_FORMAT, task_name, split, input_pipeline.file_digest(source_file),
+           examples_digest(examples), tokenizer_digest, max_seq_length, truncation,
+           list(label_list)]
+  if long_text != "truncate":
+    parts += [long_text, doc_stride]
+  key = input_pipeline.cache_key(*parts)
   path = input_pipeline.cached_record_path(output_dir, split, key)
   if os.path.exists(path):
     logging.info("Using cached %s features %s", split, path)
@@ -570,7 +649,8 @@ def cached_features_file(examples, split, source_file, label_list, tokenizer_dig
   tf.io.gfile.makedirs(output_dir)
   label_map = {label: i for i, label in enumerate(label_list)}
   truncated = write_features(examples, label_map, max_seq_length, tokenizer, truncation, path,
-                             source_file, need_label=(split != "test"))
+                             source_file, need_label=(split != "test"), long_text=long_text,
+                             doc_stride=doc_stride)
   logging.info("Wrote %d %s examples to %s (%d truncated to max_seq_length=%d, mode %s)",
                len(examples), split, path, truncated, max_seq_length, truncation)
   return path

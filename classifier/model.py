@@ -6,6 +6,11 @@ build_saved_model.py and the benchmarks build the same model from here.
 
 Variables: bert/... (modeling.BertModel) and output_weights [num_labels, H], output_bias
 [num_labels], as in Google's fine-tuned checkpoints.
+
+With class weights (--class_weights, classifier/weighting.py) the training loss is the weighted
+mean sum_i w[y_i] ce_i / sum_i w[y_i] over the whole global batch: each tower divides its sum by
+its share of the global batch's weight (tower_utils.GlobalBatch.loss_denominator), so the loss
+does not depend on how the rows fall on the towers (nor on how many towers there are).
 """
 
 import tensorflow.compat.v1 as tf
@@ -52,14 +57,49 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
     return (loss, per_example_loss, logits, probabilities)
 
 
-def make_tower_fn(bert_config, num_labels, is_training):
-  """tower_fn for training.train / run_inference: features -> (loss, outputs)."""
+def weighted_loss(per_example_loss, labels, class_weights, global_batch):
+  """The class-weighted cross-entropy of a tower, normalised over the whole global batch.
+
+  Args:
+    per_example_loss: float32 [rows], each row's cross-entropy.
+    labels: int32 [rows], each row's class id.
+    class_weights: list of num_labels floats.
+    global_batch: tower_utils.GlobalBatch.
+
+  Returns:
+    float32 scalar: sum of w[y] * loss over the tower's rows / the tower's share of sum of
+    w[y] over the global batch (0 when no row of the global batch has weight).
+  """
+  weights = tf.constant(class_weights, tf.float32)
+
+  def total_weight(features):
+    return tf.reduce_sum(tf.gather(tf.constant(class_weights, tf.float32),
+                                   features["label_ids"]))
+
+  row_weights = tf.gather(weights, labels)
+  return tf.math.divide_no_nan(tf.reduce_sum(row_weights * tf.cast(per_example_loss, tf.float32)),
+                               global_batch.loss_denominator(total_weight))
+
+
+def make_tower_fn(bert_config, num_labels, is_training, class_weights=None):
+  """tower_fn for training.train / run_inference: features -> (loss, outputs).
+
+  Args:
+    class_weights: None (the mean cross-entropy) or one weight per label (weighted_loss).
+
+  The outputs: per_example_loss [rows] (plain cross-entropy), probabilities and logits
+  [rows, num_labels].
+  """
 
   def tower_fn(features, global_batch):
-    del global_batch  # A mean over rows: the towers' rows are equal, so their mean is global.
-    loss, per_example_loss, _, probabilities = create_model(
+    loss, per_example_loss, logits, probabilities = create_model(
         bert_config, is_training, features["input_ids"], features["input_mask"],
         features["segment_ids"], features["label_ids"], num_labels)
-    return loss, {"per_example_loss": per_example_loss, "probabilities": probabilities}
+    # Without weights, a mean over rows: the towers' rows are equal, so their mean is global.
+    if class_weights is not None:
+      loss = weighted_loss(per_example_loss, features["label_ids"], class_weights,
+                           global_batch)
+    return loss, {"per_example_loss": per_example_loss, "probabilities": probabilities,
+                  "logits": logits}
 
   return tower_fn

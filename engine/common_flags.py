@@ -71,6 +71,11 @@ def define_training_flags(default_learning_rate=5e-5):
   _define("integer", "eval_batch_size", 8, "Batch size for eval, per tower.")
   _define("integer", "predict_batch_size", 8, "Batch size for predict, per tower.")
   _define("float", "learning_rate", default_learning_rate, "The peak learning rate for Adam.")
+  _define("float", "layerwise_lr_decay", 1.0,
+          "Layer-wise learning-rate decay D in (0, 1] (ELECTRA's fine-tuning uses 0.8): with L "
+          "transformer layers, layer k (0-based) learns at learning_rate * D^(L-k), the "
+          "embeddings at D^(L+1), the pooler and task head at learning_rate. 1: one rate for "
+          "all (stock).")
   _define("integer", "save_checkpoints_steps", 1000, "How often to save a checkpoint (steps).")
   _define("integer", "keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
   _define("integer", "log_every_n_steps", 10,
@@ -460,6 +465,7 @@ _FLAG_RANGES = {
     "learning_rate": (0.0, float("inf"), False),
     "num_train_epochs": (0.0, float("inf"), False),
     "warmup_proportion": (0.0, 1.0, True),
+    "layerwise_lr_decay": (0.0, 1.0, False),
     "num_warmup_steps": (0, float("inf"), True),
     "keep_checkpoint_max": (0, float("inf"), True),
     "collective_timeout_s": (0.0, float("inf"), False),
@@ -520,6 +526,7 @@ def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None):
       precision=setup.precision,
       use_xla=FLAGS.use_xla,
       optimizer=FLAGS.optimizer,
+      layerwise_lr_decay=FLAGS.layerwise_lr_decay,
       model_digest=input_pipeline.cache_key(
           input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
           max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case))

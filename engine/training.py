@@ -62,11 +62,12 @@ _TRAIN_SPEC_FIELDS = [
     "use_xla",  # compile the towers with XLA
     "optimizer",  # "adamw" or "lamb"
     "model_digest",  # names the model config; every process of a run must have the same
+    "layerwise_lr_decay",  # D < 1: layer k of L learns at lr * D^(L-k) (optimization.py)
 ]
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
-                                       defaults=("fp32", False, "adamw", ""))):
+                                       defaults=("fp32", False, "adamw", "", 1.0))):
   """What training.train needs, checked once where it is built."""
 
   def __new__(cls, *args, **kwargs):
@@ -77,6 +78,9 @@ class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
     if spec.optimizer not in optimization.OPTIMIZERS:
       raise InputError("--optimizer=%s: expected one of %s" %
                        (spec.optimizer, ", ".join(optimization.OPTIMIZERS)))
+    if not 0.0 < spec.layerwise_lr_decay <= 1.0:
+      raise InputError("--layerwise_lr_decay=%s: expected a number > 0 and <= 1" %
+                       spec.layerwise_lr_decay)
     if not isinstance(spec.parallel, tower_utils.ParallelSpec):
       raise TypeError("TrainSpec.parallel must be a tower_utils.ParallelSpec (parallel_spec())")
     return spec
@@ -132,7 +136,7 @@ def build_train_graph(tower_fn, features, spec):
   train_op, learning_rate = optimization.create_replicated_train_op(
       towers.replica_grads_and_vars, spec.learning_rate, spec.num_train_steps,
       spec.num_warmup_steps, global_step=global_step, optimizer=spec.optimizer,
-      loss_scale=loss_scale)
+      loss_scale=loss_scale, layerwise_lr_decay=spec.layerwise_lr_decay)
   grad_norm = optimization.global_norm([g for g, _ in towers.grads_and_vars if g is not None])
   return TrainGraph(train_op, towers.accumulate_ops, towers.loss, learning_rate,
                     loss_scale.scale if loss_scale else None, global_step,
@@ -374,6 +378,7 @@ def _must_agree(spec, periodic_eval=None):
       ("precision (--use_fp16/--use_bf16)", spec.precision),
       ("--optimizer", spec.optimizer),
       ("--learning_rate", repr(spec.learning_rate)),
+      ("--layerwise_lr_decay", repr(spec.layerwise_lr_decay)),
       ("number of training steps (from --num_train_steps, or the training data and "
        "--num_train_epochs)", spec.num_train_steps),
       ("number of warm-up steps", spec.num_warmup_steps),

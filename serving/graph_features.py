@@ -3,7 +3,8 @@
 `classifier_inputs` is classifier_data.convert_single_example and `rewrite_source_inputs` is
 rewrite_data.encode_pair (source only) as TensorFlow ops, on the RaggedTensors of
 graph_tokenizer.GraphTokenizer.tokenize, so that an exported model builds exactly the inputs
-the model was trained and predicted on.
+the model was trained and predicted on. `sliding_windows` is tokenization.window_starts (the
+windows of --long_text=sliding) and `pool_windows` classifier/windows.py's pooling.
 """
 
 import collections
@@ -46,6 +47,45 @@ def truncate(tokens, budgets, mode):
   return Segment(tf.boolean_mask(tokens.flat_values, keep), tf.boolean_mask(rows, keep),
                  tf.boolean_mask(columns, keep),
                  tf.math.unsorted_segment_sum(tf.cast(keep, tf.int64), rows, tokens.nrows()))
+
+
+def sliding_windows(tokens, budget, stride):
+  """The windows of tokenization.window_starts over every row, as one batch of windows.
+
+  Args:
+    tokens: int RaggedTensor [batch, (length)].
+    budget: tokens per window.
+    stride: tokens between window starts (1 <= stride <= budget).
+
+  Returns:
+    (windows int64 RaggedTensor [num_windows, (<= budget)], doc int64 [num_windows]: the row
+    each window comes from, windows of a row consecutive and in order).
+  """
+  tokens = tf.cast(tokens, tf.int64)
+  lengths = tokens.row_lengths()
+  counts = 1 + (tf.maximum(lengths - budget, 0) + stride - 1) // stride
+  doc = tf.repeat(tf.range(tokens.nrows(), dtype=tf.int64), counts)
+  starts = tf.ragged.range(counts).flat_values * stride
+  ends = tf.minimum(starts + budget, tf.gather(lengths, doc))
+  offset = tf.gather(tokens.row_starts(), doc)
+  positions = tf.ragged.range(offset + starts, offset + ends)
+  windows = tf.RaggedTensor.from_row_splits(tf.gather(tokens.flat_values, positions.flat_values),
+                                            positions.row_splits)
+  return windows, doc
+
+
+def pool_windows(logits, doc, batch, mode):
+  """Each row's logits [batch, num_labels]: the mean or max of its windows' logits.
+
+  Args:
+    logits: float [num_windows, num_labels].
+    doc: int64 [num_windows], each window's row (every row has one).
+    batch: the number of rows.
+    mode: "mean" or "max".
+  """
+  if mode == "max":
+    return tf.math.unsorted_segment_max(logits, doc, batch)
+  return tf.math.unsorted_segment_mean(logits, doc, batch)
 
 
 def _special(token_id, batch):

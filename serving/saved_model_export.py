@@ -70,7 +70,9 @@ def export_classifier(setup, label_list, text_pairs):
       text_b, else text_a alone.
   """
   spec = _common_spec(setup, "classifier")
-  spec.update(labels=list(label_list), truncation=FLAGS.truncation, text_b=bool(text_pairs))
+  spec.update(labels=list(label_list), truncation=FLAGS.truncation, text_b=bool(text_pairs),
+              long_text=FLAGS.long_text, doc_stride=FLAGS.doc_stride,
+              window_pooling=FLAGS.window_pooling)
   return build(setup.output_dir, spec)
 
 

@@ -1,6 +1,7 @@
 """optimization.py: schedule, stock slot names, decoupled weight decay, clipping."""
 
 import numpy as np
+import pytest
 import tensorflow.compat.v1 as tf
 
 import optimization
@@ -80,3 +81,61 @@ def test_stock_create_optimizer_trains_a_loss():
     for _ in range(200):
       sess.run(train_op)
     assert abs(sess.run(x) - 1.0) < 0.1
+
+
+_BERT_NAMES = ["bert/embeddings/word_embeddings", "bert/embeddings/LayerNorm/beta",
+               "bert/encoder/layer_0/attention/self/query/kernel",
+               "bert/encoder/layer_1/output/dense/kernel", "bert/encoder/layer_1/output/dense/bias",
+               "bert/pooler/dense/kernel", "output_weights", "output_bias"]
+
+
+def test_layerwise_decay_factor_of_each_variable():
+  # L = 2 layers, D = 0.8: layer k -> D^(L-k), embeddings D^(L+1), pooler and head 1.
+  factors = optimization.layerwise_lr_factors(
+      _BERT_NAMES + ["replica_1/bert/encoder/layer_0/attention/self/query/kernel"], 0.8)
+  assert factors == pytest.approx({
+      "bert/embeddings/word_embeddings": 0.512, "bert/embeddings/LayerNorm/beta": 0.512,
+      "bert/encoder/layer_0/attention/self/query/kernel": 0.64,
+      "replica_1/bert/encoder/layer_0/attention/self/query/kernel": 0.64,
+      "bert/encoder/layer_1/output/dense/kernel": 0.8,
+      "bert/encoder/layer_1/output/dense/bias": 0.8,
+      "bert/pooler/dense/kernel": 1.0, "output_weights": 1.0, "output_bias": 1.0})
+  # 12 layers (BERT-base): embeddings 0.8^13, layer 0 0.8^12, layer 11 0.8.
+  base = ["bert/embeddings/word_embeddings"] + [
+      "bert/encoder/layer_%d/output/dense/kernel" % k for k in range(12)]
+  factors = optimization.layerwise_lr_factors(base, 0.8)
+  assert factors[base[0]] == pytest.approx(0.8 ** 13)
+  assert [factors[n] for n in base[1:]] == pytest.approx([0.8 ** (12 - k) for k in range(12)])
+  assert set(optimization.layerwise_lr_factors(_BERT_NAMES, 1.0).values()) == {1.0}
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_one_update_with_layerwise_decay_matches_a_hand_computation(optimizer):
+  rng = np.random.RandomState(0)
+  values = {n: rng.normal(size=[2, 3]).astype(np.float32) for n in _BERT_NAMES}
+  grads = {n: (rng.normal(size=[2, 3]) * 0.05).astype(np.float32) for n in _BERT_NAMES}
+  assert np.sqrt(sum(np.sum(g ** 2) for g in grads.values())) < 1.0  # no clipping
+  with tf.Graph().as_default(), tf.Session() as sess:
+    variables = [tf.get_variable(n, initializer=tf.constant(values[n])) for n in _BERT_NAMES]
+    train_op, lr = optimization.create_train_op_from_grads(
+        [(tf.constant(grads[v.op.name]), v) for v in variables], init_lr=0.1,
+        num_train_steps=10, num_warmup_steps=0, optimizer=optimizer, layerwise_lr_decay=0.5)
+    sess.run(tf.global_variables_initializer())
+    lr_value = sess.run(lr)
+    sess.run(train_op)
+    after = dict(zip(_BERT_NAMES, sess.run(variables)))
+  factor = {"bert/embeddings/word_embeddings": 0.125, "bert/embeddings/LayerNorm/beta": 0.125,
+            "bert/encoder/layer_0/attention/self/query/kernel": 0.25,
+            "bert/encoder/layer_1/output/dense/kernel": 0.5,
+            "bert/encoder/layer_1/output/dense/bias": 0.5}
+  for name in _BERT_NAMES:
+    g, w = grads[name].astype(np.float64), values[name].astype(np.float64)
+    update = (0.1 * g) / (np.sqrt(0.001 * g ** 2) + 1e-6)
+    excluded = "LayerNorm" in name or "bias" in name
+    if not excluded:
+      update = update + 0.01 * w
+      if optimizer == "lamb":
+        update = update * np.linalg.norm(w) / np.linalg.norm(update)
+    expected = w - lr_value * factor.get(name, 1.0) * update
+    # float32 (1 - beta_2) is 0.00099999 in TensorFlow: about 1e-5 of an update of 0.1.
+    np.testing.assert_allclose(after[name], expected, rtol=1e-5, atol=1e-5, err_msg=name)
