@@ -158,10 +158,13 @@ def test_predict_file_pools_windows_in_input_order(task):
     pytest.skip("needs the trained sliding run")
   texts = [text for text, _ in _documents(21, 3)][::-1]
   (root / "reversed.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+  # --long_text and --doc_stride come from the training run's run_info.json.
   proc = run_script("run_classifier_mgpu.py", *_args(
-      data_dir, out, config, "--long_text=sliding", "--doc_stride=7", "--n_gpus=3",
+      data_dir, out, config, "--n_gpus=3",
       "--predict_file=%s" % (root / "reversed.txt"), "--predict_output=%s" % (root / "rev.txt")))
   assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "--long_text=sliding, from the training run of this --output_dir" in proc.stderr
+  assert "--doc_stride=7, from the training run" in proc.stderr
   assert "predict: 21 documents -> 105 windows" in proc.stderr
   before = (out / "predict.txt").read_text().splitlines()
   assert (root / "rev.txt").read_text().splitlines() == before[::-1]
