@@ -37,6 +37,10 @@ reduced, once per effective batch of `train_batch_size * n_gpus * processes * K`
 reduced gradient is scaled by 1/(towers of all processes * K), so it is the gradient of the
 mean loss over the effective batch.
 
+Activation recomputation (`recompute` "layer", parallel/recompute.py): every encoder layer built in
+a tower keeps only its input for the backward pass and is built again there; the update is
+unchanged. Inference graphs never recompute.
+
 Loss scaling (`loss_scale`, for float16): each tower differentiates loss * loss_scale, and the
 reduced gradients are multiplied by 1/loss_scale together with the averaging factor.
 """
@@ -53,6 +57,7 @@ import modeling
 from parallel import accumulation
 from parallel import cluster as cluster_lib
 from parallel import pipeline
+from parallel import recompute as recompute_lib
 from parallel import strategies
 
 REDUCTIONS = ("shared", "allreduce")
@@ -71,7 +76,8 @@ ParallelSpec = collections.namedtuple("ParallelSpec", [
     "num_micro_batches",  # micro-batches that flow through a tower's stages per step
     "placement",  # "intra_first": a process holds whole towers; "inter_first": stages span
                   # processes (the chief's one graph, see stage_devices)
-])
+    "recompute",  # "none" or "layer": encoder layers recomputed in the backward pass
+], defaults=("none",))
 
 # The one place that chooses a strategy class: by reduction mode and whether there are several
 # processes.
@@ -92,7 +98,7 @@ TowerResult = collections.namedtuple(
 def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT_PACK_MB,
                   cluster=cluster_lib.SINGLE_PROCESS,
                   collective_timeout_s=DEFAULT_COLLECTIVE_TIMEOUT_S, pipeline_stages=1,
-                  num_micro_batches=1, placement="intra_first"):
+                  num_micro_batches=1, placement="intra_first", recompute="none"):
   """A checked ParallelSpec; everything downstream trusts it.
 
   n_towers counts the towers (model replicas) of this process's graph; with pipeline_stages K
@@ -125,7 +131,7 @@ def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT
                      "TF_CONFIG or Slurm) and --pipeline_stages > 1")
   return ParallelSpec(int(n_towers), reduction, int(accum_steps), float(pack_mb), cluster,
                       float(collective_timeout_s), int(pipeline_stages), int(num_micro_batches),
-                      placement)
+                      placement, recompute_lib.check_mode(recompute))
 
 
 def num_visible_gpus():
@@ -255,6 +261,7 @@ def join_processes(spec, must_agree, from_chief):
       ("--reduction", spec.reduction),
       ("--grad_accum_steps", spec.accum_steps),
       ("--allreduce_pack_mb", repr(spec.pack_mb)),
+      ("--recompute", spec.recompute),
   ])
   facts.update(must_agree)
   return cluster_lib.handshake(spec.cluster, session_config(devices, cluster=spec.cluster),
@@ -388,7 +395,9 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   losses, outputs, grads = [], [], []
   for i, shard in enumerate(split_features(features, len(devices))):
     placer = pipeline.StagePlacer(stages[i]) if spec.pipeline_stages > 1 else None
-    with strategy.tower_scope(i), modeling.part_placement_scope(placer), _jit_scope(use_xla):
+    with strategy.tower_scope(i), modeling.part_placement_scope(placer), _jit_scope(use_xla), \
+        modeling.layer_runner_scope(recompute_lib.layer_runner(
+            spec.recompute if compute_gradients else "none")):
       loss, tower_outputs = _micro_batches(tower_fn, shard, global_batch,
                                            spec.num_micro_batches, stages[i][-1])
       variables = strategy.tower_variables(i)

@@ -83,7 +83,15 @@ def define_training_flags(default_learning_rate=5e-5):
 
 
 def define_pipeline_flags():
-  """Pipeline stages: one model replica cut over several devices (see parallel/pipeline.py)."""
+  """Pipeline stages (one model replica cut over several devices, parallel/pipeline.py) and
+  activation recomputation (parallel/recompute.py): what to turn on when a batch does not fit."""
+  _define("enum", "recompute", "none",
+          "Activation recomputation. none: the backward pass reads the activations the forward "
+          "pass kept. layer: each encoder layer keeps only its input; its inside (attention "
+          "probabilities, feed-forward activations) is computed again in the backward pass. "
+          "About a third more compute for several times less activation memory (the first "
+          "thing to turn on at --max_seq_length=512); the update is the same.",
+          enum_values=["none", "layer"])
   _define("integer", "pipeline_stages", 1,
           "Cut the model into this many stages, each on its own device, for models (or "
           "batches) that do not fit one card: --n_gpus devices make n_gpus / pipeline_stages "

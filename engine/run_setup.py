@@ -210,7 +210,8 @@ def _parallel_spec():
                      "needs %d devices, one per stage" % (FLAGS.n_gpus, stages, stages))
   return tower_utils.parallel_spec(
       FLAGS.n_gpus // stages, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
-      run_cluster, FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches)
+      run_cluster, FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches,
+      recompute=FLAGS.recompute)
 
 
 def _inter_first_spec(run_cluster, stages):
@@ -238,4 +239,4 @@ def _inter_first_spec(run_cluster, stages):
   return tower_utils.parallel_spec(
       FLAGS.n_gpus * processes // stages, FLAGS.reduction, FLAGS.grad_accum_steps,
       FLAGS.allreduce_pack_mb, in_graph, FLAGS.collective_timeout_s, stages,
-      FLAGS.num_micro_batches, placement="inter_first")
+      FLAGS.num_micro_batches, placement="inter_first", recompute=FLAGS.recompute)
