@@ -101,6 +101,14 @@ def define_pipeline_flags():
           "With --pipeline_stages: each tower's train_batch_size rows flow through its stages "
           "as this many micro-batches, so the stages work at the same time; the idle share is "
           "(stages-1)/(micro_batches+stages-1). Must divide --train_batch_size.")
+  _define("enum", "pipeline_schedule", "gpipe",
+          "With --pipeline_stages and --num_micro_batches: the order of the micro-batches' "
+          "passes. gpipe: all forward passes, then all backward passes; a stage may hold the "
+          "activations of every micro-batch. 1f1b: stage s runs stages-s forward passes, then "
+          "alternates one backward and one forward; it holds at most stages-s micro-batches' "
+          "activations, with the same idle share. Needs num_micro_batches >= pipeline_stages. "
+          "The update is the same.",
+          enum_values=["gpipe", "1f1b"])
   _define("enum", "placement", "intra_first",
           "Several processes with --pipeline_stages: which devices form a tower. intra_first: "
           "each process holds whole towers on its own devices and the processes reduce "

@@ -211,7 +211,8 @@ def _parallel_spec():
   return tower_utils.parallel_spec(
       FLAGS.n_gpus // stages, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
       run_cluster, FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches,
-      recompute=FLAGS.recompute)
+      recompute=FLAGS.recompute,
+      pipeline_schedule=FLAGS.pipeline_schedule)
 
 
 def _inter_first_spec(run_cluster, stages):
@@ -239,4 +240,5 @@ def _inter_first_spec(run_cluster, stages):
   return tower_utils.parallel_spec(
       FLAGS.n_gpus * processes // stages, FLAGS.reduction, FLAGS.grad_accum_steps,
       FLAGS.allreduce_pack_mb, in_graph, FLAGS.collective_timeout_s, stages,
-      FLAGS.num_micro_batches, placement="inter_first", recompute=FLAGS.recompute)
+      FLAGS.num_micro_batches, placement="inter_first", recompute=FLAGS.recompute,
+      pipeline_schedule=FLAGS.pipeline_schedule)

@@ -234,3 +234,58 @@ def test_placements_map_stages_to_the_devices_they_promise():
   assert tower_utils.stage_devices(intra) == [[device(1, 0), device(1, 1), device(1, 2)]]
   with pytest.raises(cli.InputError, match="--placement=inter_first: expected several"):
     tower_utils.parallel_spec(1, pipeline_stages=2, placement="inter_first")
+
+
+def _classifier_rows(rows):
+  rng = np.random.RandomState(1)
+  mask = np.ones((rows, SEQ), np.int32)
+  mask[1::3, 4:] = 0
+  return {"input_ids": rng.randint(1, CONFIG.vocab_size, size=(rows, SEQ)).astype(np.int32),
+          "input_mask": mask,
+          "label": rng.randint(0, NUM_LABELS, size=(rows,)).astype(np.int32)}
+
+
+@pytest.fixture(scope="module")
+def unsplit_by_rows():
+  return {rows: _one_update(_classifier_tower, _classifier_rows(rows),
+                            tower_utils.parallel_spec(1)) for rows in (8, 12)}
+
+
+@pytest.mark.parametrize("stages,micro,towers", [(2, 4, 1), (2, 6, 1), (3, 4, 1), (3, 6, 1),
+                                                 (2, 4, 2), (3, 6, 2)])
+def test_1f1b_updates_like_gpipe_and_the_unsplit_model(unsplit_by_rows, stages, micro, towers):
+  rows = 12 if micro == 6 else 8
+  if towers == 2:
+    rows = 2 * micro
+  reference = unsplit_by_rows.get(rows) or _one_update(
+      _classifier_tower, _classifier_rows(rows), tower_utils.parallel_spec(1))
+  runs = {}
+  for schedule in ("gpipe", "1f1b"):
+    spec = tower_utils.parallel_spec(towers, pipeline_stages=stages, num_micro_batches=micro,
+                                     pipeline_schedule=schedule)
+    runs[schedule] = _one_update(_classifier_tower, _classifier_rows(rows), spec, reference[2])
+    _assert_same_update(reference, runs[schedule])
+  _assert_same_update(runs["gpipe"], runs["1f1b"])
+  # Stage s's forward pass of micro-batch m waits for its backward pass of m-(K-s): one gate
+  # per (tower, stage, micro-batch m >= K-s), none under GPipe.
+  def gates(graph):
+    return sorted(op.name for op in graph.get_operations() if "1f1b_stage_" in op.name)
+  expected = towers * sum(micro - (stages - s) for s in range(stages))
+  assert len(gates(runs["1f1b"][4])) == expected and not gates(runs["gpipe"][4])
+  for name in gates(runs["1f1b"][4]):
+    stage, m = map(int, re.search(r"1f1b_stage_(\d+)_micro_(\d+)", name).groups())
+    gate = runs["1f1b"][4].get_operation_by_name(name)
+    waited = {re.search(r"micro_(\d+)", op.name).group(1) for op in gate.control_inputs
+              if re.search(r"micro_(\d+)", op.name)}
+    assert waited == {str(m - (stages - stage))}, (name, waited)
+    gated = [op for op in runs["1f1b"][4].get_operations() if gate in op.control_inputs]
+    assert gated and all("micro_%d/" % m in op.name for op in gated), name
+
+
+def test_1f1b_with_fewer_micro_batches_than_stages_is_an_input_error():
+  with pytest.raises(cli.InputError, match="--num_micro_batches=2 < --pipeline_stages=3"):
+    tower_utils.parallel_spec(1, pipeline_stages=3, num_micro_batches=2,
+                              pipeline_schedule="1f1b")
+  with pytest.raises(cli.InputError, match="--pipeline_schedule=zigzag: expected one of"):
+    tower_utils.parallel_spec(1, pipeline_stages=2, num_micro_batches=2,
+                              pipeline_schedule="zigzag")
