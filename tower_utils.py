@@ -221,8 +221,9 @@ def new_session(spec, use_xla=False, graph=None, intra_op_threads=0, inter_op_th
   """A Session for a graph built with `spec`: local, or this process's server in a cluster."""
   if spec.cluster.in_graph:  # A Session waits without end for a task that does not listen.
     cluster_lib.wait_for_tasks(spec.cluster, spec.collective_timeout_s)
-  config = session_config(devices_per_process(spec), use_xla, intra_op_threads,
-                          inter_op_threads, cluster=spec.cluster)
+  config = pipeline.configure_session(spec.pipeline_schedule, session_config(
+      devices_per_process(spec), use_xla, intra_op_threads, inter_op_threads,
+      cluster=spec.cluster))
   return tf.Session(cluster_lib.session_target(spec.cluster, config), graph=graph,
                     config=config)
 

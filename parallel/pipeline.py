@@ -17,15 +17,23 @@ largest stage's parameters (and so its gradients and Adam slots: memory is why o
 with the layers' FLOPs breaking ties. A stage that holds the word-embedding table then holds
 fewer layers and computes less; the others set the pace.
 
-The schedule (GPipe fill-drain). Each tower's batch is split into M micro-batches, each built as
-its own subgraph through the same stage devices (variables are reused). The dataflow executor
-runs micro-batch m on stage s as soon as stage s-1 has produced it, so the stages overlap:
-all forward passes fill the pipeline, then the backward passes drain it. A stage idles for
-K-1 of the M+K-1 slots of each phase: the bubble is (K-1)/(M+K-1), so M >= 4K keeps it under
-20%. Memory: a stage keeps the activations of all M micro-batches until their backward pass
-(GPipe); 1F1B, which would keep at most K, needs control edges between micro-batches and is not
-built. The M micro-batch losses are averaged and differentiated together, so one update equals
-the unsplit model's update on the same batch.
+The schedules (`SCHEDULES`, --pipeline_schedule). Each tower's batch is split into M
+micro-batches, each built as its own subgraph through the same stage devices (variables are
+reused). The dataflow executor runs micro-batch m on stage s as soon as stage s-1 has produced
+it, so the stages overlap. A stage idles for K-1 of the M+K-1 slots of each phase: the bubble is
+(K-1)/(M+K-1), so M >= 4K keeps it under 20%.
+- `GPipeSchedule` (gpipe, fill-drain): the M micro-batch losses are averaged and differentiated
+  together; nothing orders the passes, so a stage may keep the activations of all M
+  micro-batches until their backward pass (and TensorFlow sums each weight's M gradient
+  contributions at once).
+- `OneFOneBSchedule` (1f1b, PipeDream-flush as in Megatron-LM and DeepSpeed): one backward
+  subgraph per micro-batch, and control edges so that stage s starts the forward pass of
+  micro-batch m only once its backward pass of micro-batch m-(K-s) is done: at most K-s
+  micro-batches' activations are live on stage s, whatever M is; the bubble is GPipe's. Needs
+  M >= K. The weight gradients are summed micro-batch after micro-batch.
+Both give one update equal to the unsplit model's on the same batch (tests/test_pipeline.py);
+benchmarks/memory_bench.py measures their peak memory per stage, pipeline_bench.py their idle
+share.
 
 How the model is placed without knowing it: modeling.BertModel names its parts ("embeddings",
 ("layer", k), "pooler") to the placer of modeling.part_placement_scope; `StagePlacer` answers
@@ -37,6 +45,7 @@ import collections
 import functools
 
 import tensorflow.compat.v1 as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from core.errors import InputError
 from parallel import strategies
@@ -262,11 +271,25 @@ def _sum_in_order(grads):
   total = grads[0]
   for grad in grads[1:]:
     with tf.colocate_with(grad):
-      total = total + grad
+      total = tf.add(total, grad, name="micro_batch_gradient_sum")
   return total
 
 
 SCHEDULES = {"gpipe": GPipeSchedule, "1f1b": OneFOneBSchedule}
+
+
+def configure_session(schedule, config):
+  """Adapts a session ConfigProto to `schedule`.
+
+  1F1B: Grappler's arithmetic optimizer would turn each running sum of micro-batch gradients
+  into one AddN of all M of them (AddOpsRewrite), keeping every micro-batch's weight gradients
+  alive until the last backward pass; it is turned off (measured: M copies of the stage's
+  weight gradients at the peak with it, one without).
+  """
+  if schedule == "1f1b":
+    config.graph_options.rewrite_options.arithmetic_optimization = (
+        rewriter_config_pb2.RewriterConfig.OFF)
+  return config
 
 
 def check_schedule(schedule, stages, num_micro_batches):

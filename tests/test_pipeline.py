@@ -1,6 +1,8 @@
 """Pipeline stages (parallel/pipeline.py): a tower cut over K devices trains like the unsplit model."""
 
+import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -19,6 +21,9 @@ from test_towers import classifier_tower_fn
 import tower_utils
 from test_run_pretraining import CONFIG as PRETRAINING_CONFIG
 from test_run_pretraining import _batch as pretraining_batch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=4,
                              num_attention_heads=4, intermediate_size=32,
@@ -289,3 +294,25 @@ def test_1f1b_with_fewer_micro_batches_than_stages_is_an_input_error():
   with pytest.raises(cli.InputError, match="--pipeline_schedule=zigzag: expected one of"):
     tower_utils.parallel_spec(1, pipeline_stages=2, num_micro_batches=2,
                               pipeline_schedule="zigzag")
+
+
+def test_1f1b_peak_memory_does_not_grow_with_the_micro_batches():
+  """benchmarks/memory_bench.py's measured peak per stage, K=2, 2 rows per micro-batch: 1F1B
+  at M=8 holds what it holds at M=2 (at most K micro-batches in flight), less than GPipe at
+  M=8."""
+  import memory_bench  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=4,
+                               num_attention_heads=4, intermediate_size=256,
+                               max_position_embeddings=128, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0)
+
+  def peaks(schedule, micro):
+    return memory_bench.measure_spec(config, 128, 2 * micro, tower_utils.parallel_spec(
+        1, pipeline_stages=2, num_micro_batches=micro, pipeline_schedule=schedule),
+                                     timed_steps=1).peaks
+
+  one_f_8, one_f_2, gpipe_8 = peaks("1f1b", 8), peaks("1f1b", 2), peaks("gpipe", 8)
+  assert one_f_2[0] > 4e6, one_f_2  # activations, not a stray tensor
+  for stage in range(2):
+    assert one_f_8[stage] <= 1.3 * one_f_2[stage], (one_f_8, one_f_2)
+    assert gpipe_8[stage] > one_f_8[stage], (gpipe_8, one_f_8)
