@@ -15,9 +15,10 @@ steps (weights, Adam slots), which parallel/pipeline.plan_stages gives per stage
 records exist on GPUs (the GPU allocator's device is the GPU), so the code reports GPU memory
 where there is one; there `tf.config.experimental.get_memory_info` would give the same peak.
 
-"activation peak" subtracts one copy of the weight gradients of the variables on that device
-(4 bytes per parameter; what any schedule must hold at the end of the step) from the peak,
-so that the schedules' difference, which is activations, is read without the fixed part.
+"activation peak" subtracts one copy of the dense weight gradients of the variables on that
+device (4 bytes per parameter; what any schedule must hold at the end of the step; the word
+table's gradient is sparse, only the rows looked up, and is not subtracted) from the peak, so
+that the schedules' difference, which is activations, is read without the fixed part.
 
 Modes: plain (one device); recompute (--recompute=layer); gpipe and 1f1b (--pipeline_stages=K,
 --num_micro_batches=M, K devices); 1f1b+recompute.
@@ -128,7 +129,9 @@ def measure_spec(config, seq, rows, spec, timed_steps=2):
     train_op, _ = optimization.create_replicated_train_op(towers.replica_grads_and_vars, 1e-5,
                                                           100, 10)
     devices = tower_utils.stage_devices(spec)[0]
-    gradient_bytes = [sum(4 * v.shape.num_elements() for v in tf.trainable_variables()
+    dense = [v for g, v in towers.grads_and_vars
+             if g is not None and not isinstance(g, tf.IndexedSlices)]
+    gradient_bytes = [sum(4 * v.shape.num_elements() for v in dense
                           if tf.DeviceSpec.from_string(v.device).to_string() ==
                           tf.DeviceSpec.from_string(d).to_string()) for d in devices]
     init = tf.global_variables_initializer()
@@ -158,7 +161,7 @@ def main():
   print("Machine: %s; TensorFlow %s" % (machine.describe(), tf.__version__))
   print("One tower, %d rows per step, pipelines K=%d, M=%d; peak = bytes live during a "
         "training step (activations, gradients, optimizer temporaries), per device; "
-        "activation peak = peak - one copy of that device's weight gradients." %
+        "activation peak = peak - one copy of that device's dense weight gradients." %
         (args.rows, args.stages, args.micro_batches))
   print("| model, seq | mode | peak GB per device | activation peak GB per device | "
         "largest vs plain | step s | step vs plain |")

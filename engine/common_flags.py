@@ -107,7 +107,7 @@ def define_pipeline_flags():
           "activations of every micro-batch. 1f1b: stage s runs stages-s forward passes, then "
           "alternates one backward and one forward; it holds at most stages-s micro-batches' "
           "activations, with the same idle share. Needs num_micro_batches >= pipeline_stages. "
-          "The update is the same.",
+          "Without --num_micro_batches, 1f1b uses one micro-batch per stage. The update is the same.",
           enum_values=["gpipe", "1f1b"])
   _define("enum", "placement", "intra_first",
           "Several processes with --pipeline_stages: which devices form a tower. intra_first: "

@@ -174,9 +174,12 @@ def test_bert_base_stages_hold_balanced_parameters(vocab_size):
     assert len(plan.layer_stage) == 12 and plan.layer_stage == sorted(plan.layer_stage)
 
 
-def test_classifier_script_with_stages_micro_batches_and_replicas(tmp_path):
+@pytest.mark.parametrize("schedule", [["--num_micro_batches=2"], ["--pipeline_schedule=1f1b"]],
+                         ids=["gpipe", "1f1b"])
+def test_classifier_script_with_stages_micro_batches_and_replicas(tmp_path, schedule):
   """--n_gpus=4 --pipeline_stages=2: 2 towers of 2 stages; the checkpoint is a stock one that
-  an unsplit run loads and predicts the same from."""
+  an unsplit run loads and predicts the same from. 1f1b without --num_micro_batches takes one
+  micro-batch per stage."""
   data_dir = _make_task(tmp_path / "data")
   config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128, num_hidden_layers=2)
   out = tmp_path / "out"
@@ -185,7 +188,7 @@ def test_classifier_script_with_stages_micro_batches_and_replicas(tmp_path):
             "--train_batch_size=4", "--predict_batch_size=3", "--learning_rate=1e-3"]
   piped = run_script("run_classifier_mgpu.py", *common, "--do_train", "--do_eval",
                      "--do_predict", "--num_train_epochs=1", "--n_gpus=4",
-                     "--pipeline_stages=2", "--num_micro_batches=2")
+                     "--pipeline_stages=2", *schedule)
   assert piped.returncode == 0, piped.stderr[-3000:]
   assert "tower 1 stage 1 -> /device:CPU:3" in piped.stderr
   assert "global batch 8 (4 x 2 towers x 1 processes x 1 accumulation steps), 8 steps" in \
