@@ -131,3 +131,34 @@ def test_recompute_lowers_the_measured_peak_memory():
       1, recompute=mode), timed_steps=1).peaks[0] for mode in ("none", "layer")}
   assert peaks["none"] > 4e6  # activations of 4 layers x 8 rows x seq 128, not a stray tensor
   assert peaks["layer"] < 0.5 * peaks["none"], peaks
+
+
+def test_pretraining_heads_with_recompute_update_like_without():
+  """The masked-LM and NSP heads (the tied word table) of run_pretraining_mgpu.py's tower."""
+  from test_pipeline import _pretraining_tower, pretraining_batch, ROWS
+  plain = _one_update(_pretraining_tower(), pretraining_batch(rows=ROWS),
+                      tower_utils.parallel_spec(1))
+  recomputed = _one_update(_pretraining_tower(), pretraining_batch(rows=ROWS),
+                           tower_utils.parallel_spec(2, recompute="layer"), plain[2])
+  _assert_same_update(plain, recomputed)
+
+
+def test_rewrite_script_with_recompute_writes_the_same_checkpoint(tmp_path):
+  """run_rewrite_finetune.py (UniLM mask through the recomputed layers): 3 updates on 2 towers
+  give the checkpoint they give without recomputation."""
+  import test_rewrite_script as rewrite_case  # pylint: disable=g-import-not-at-top
+  data_dir = str(tmp_path / "data")
+  rewrite_case._write_data(data_dir)  # pylint: disable=protected-access
+  values = {}
+  for mode in ("none", "layer"):
+    out = str(tmp_path / mode)
+    result = rewrite_case._run(rewrite_case._common_flags(data_dir, out) + [  # pylint: disable=protected-access
+        "--do_train", "--n_gpus=2", "--train_batch_size=4", "--learning_rate=2e-3",
+        "--num_train_steps=3", "--recompute=%s" % mode])
+    assert result.returncode == 0, result.stderr[-3000:]
+    path = os.path.join(out, "model.ckpt-3")
+    values[mode] = {name: tf.train.load_checkpoint(path).get_tensor(name)
+                    for name, _ in tf.train.list_variables(path)}
+  assert set(values["none"]) == set(values["layer"])
+  for name, value in values["none"].items():
+    np.testing.assert_allclose(values["layer"][name], value, atol=1e-5, rtol=0, err_msg=name)
