@@ -23,10 +23,12 @@ cross-entropy and losses built on them stay float32 without a change to their co
 import collections
 import contextlib
 import copy
+import functools
 import json
 import math
 import os
 import re
+import zlib
 
 import six
 import tensorflow.compat.v1 as tf
@@ -79,6 +81,57 @@ def part_placement_scope(placer):
     yield
   finally:
     _PART_PLACERS.pop()
+
+
+# The stack of layer runners set by layer_runner_scope; transformer_model uses the innermost.
+_LAYER_RUNNERS = [None]
+
+
+@contextlib.contextmanager
+def layer_runner_scope(runner):
+  """Every encoder layer built inside is built by `runner(layer_fn, layer_input)`.
+
+  tower_utils sets it for --recompute=layer (parallel/recompute.py), so the model never learns
+  how its layers are differentiated. `layer_fn(layer_input)` builds one layer in the current
+  variable scope and returns its output; it may be called again (a recomputation) and then
+  builds the same math with the same dropout masks. None: layer_fn is called once, as is.
+  """
+  _LAYER_RUNNERS.append(runner)
+  try:
+    yield
+  finally:
+    _LAYER_RUNNERS.pop()
+
+
+# The stack of dropout seeds of the encoder layer being built (see seeded_dropout_scope).
+_DROPOUT_SEEDS = [None]
+
+
+class _DropoutSeed(object):
+  """A stateless seed [2] and a count of the dropouts drawn from it."""
+
+  def __init__(self, seed):
+    self.seed = seed
+    self.count = 0
+
+  def next(self):
+    """The seed of the next dropout: this one's with its second half shifted by the count."""
+    self.count += 1
+    return self.seed + tf.constant([0, self.count], dtype=self.seed.dtype)
+
+
+@contextlib.contextmanager
+def seeded_dropout_scope(seed):
+  """Every `dropout` inside draws its mask from `seed` (int32 Tensor [2]) statelessly.
+
+  The k-th dropout of the scope uses seed + [0, k], so building the same code again in a new
+  scope with the same seed draws the same masks (what a recomputed layer needs).
+  """
+  _DROPOUT_SEEDS.append(_DropoutSeed(seed))
+  try:
+    yield
+  finally:
+    _DROPOUT_SEEDS.pop()
 
 
 def _part(part, index=None):
@@ -447,7 +500,10 @@ def dropout(input_tensor, dropout_prob):
   """
   if dropout_prob is None or dropout_prob == 0.0:
     return input_tensor
-  return tf.nn.dropout(input_tensor, rate=dropout_prob)
+  if _DROPOUT_SEEDS[-1] is not None:
+    return tf.nn.experimental.stateless_dropout(input_tensor, rate=dropout_prob,
+                                                seed=_DROPOUT_SEEDS[-1].next())
+  return tf.nn.dropout(input_tensor, rate=dropout_prob, seed=_name_seed("dropout"))
 
 
 def layer_norm(input_tensor, name=None):
@@ -811,10 +867,14 @@ def transformer_model(input_tensor,
     prev_output = reshape_to_matrix(input_tensor)
   initializer = create_initializer(initializer_range)
 
-  all_layer_outputs = []
-  for layer_idx in range(num_hidden_layers):
-    with tf.variable_scope("layer_%d" % layer_idx), _part("layer", layer_idx):
-      layer_input = prev_output
+  layer_seeds = None
+  if hidden_dropout_prob or attention_probs_dropout_prob:
+    with _part("layer", 0):
+      layer_seeds = _layer_dropout_seeds(num_hidden_layers)
+
+  def one_layer(layer_input, seed):
+    """Layer `layer_input` [batch*seq, hidden] -> its output, in the current variable scope."""
+    with seeded_dropout_scope(seed) if seed is not None else contextlib.nullcontext():
       block_input = tf.cast(layer_input, compute_type)
 
       with tf.variable_scope("attention"):
@@ -849,13 +909,41 @@ def transformer_model(input_tensor,
         layer_output = dense_layer(intermediate_output, hidden_size, name="dense",
                                    initializer=initializer)
         layer_output = dropout(tf.cast(layer_output, residual_type), hidden_dropout_prob)
-        layer_output = layer_norm(layer_output + attention_output)
-        prev_output = layer_output
-        all_layer_outputs.append(layer_output)
+        return layer_norm(layer_output + attention_output)
+
+  runner = _LAYER_RUNNERS[-1]
+  all_layer_outputs = []
+  for layer_idx in range(num_hidden_layers):
+    with tf.variable_scope("layer_%d" % layer_idx), _part("layer", layer_idx):
+      seed = None if layer_seeds is None else layer_seeds[layer_idx]
+      layer_fn = functools.partial(one_layer, seed=seed)
+      prev_output = runner(layer_fn, prev_output) if runner else layer_fn(prev_output)
+      all_layer_outputs.append(prev_output)
 
   if do_return_all_layers:
     return [reshape_from_matrix(layer_output, input_shape) for layer_output in all_layer_outputs]
   return reshape_from_matrix(prev_output, input_shape)
+
+
+def _layer_dropout_seeds(num_layers):
+  """int32 Tensor [num_layers, 2]: each encoder layer's dropout seed for this step.
+
+  Drawn by one stateful op seeded by its name (see _name_seed): each tower and micro-batch
+  draws its own seeds, and a recomputing graph the same as the plain one.
+  """
+  return tf.random.uniform([num_layers, 2], maxval=2**31 - 1, dtype=tf.int32,
+                           seed=_name_seed("dropout_seeds"), name="dropout_seeds")
+
+
+def _name_seed(name):
+  """The op seed of a random op about to be named `name` in the current name scope.
+
+  Derived from the op's full name rather than from the number of ops built before it (what
+  TensorFlow does without an op seed), so that a graph with extra ops (recomputation, pipeline
+  schedules) draws the same random numbers under the same tf.set_random_seed.
+  """
+  full_name = tf.get_default_graph().unique_name(name, mark_as_used=False)
+  return zlib.crc32(full_name.encode("utf-8")) % (2**31 - 1)
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):

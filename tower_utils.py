@@ -37,6 +37,10 @@ reduced, once per effective batch of `train_batch_size * n_gpus * processes * K`
 reduced gradient is scaled by 1/(towers of all processes * K), so it is the gradient of the
 mean loss over the effective batch.
 
+Activation recomputation (`recompute` "layer", parallel/recompute.py): every encoder layer built in
+a tower keeps only its input for the backward pass and is built again there; the update is
+unchanged. Inference graphs never recompute.
+
 Loss scaling (`loss_scale`, for float16): each tower differentiates loss * loss_scale, and the
 reduced gradients are multiplied by 1/loss_scale together with the averaging factor.
 """
@@ -53,6 +57,7 @@ import modeling
 from parallel import accumulation
 from parallel import cluster as cluster_lib
 from parallel import pipeline
+from parallel import recompute as recompute_lib
 from parallel import strategies
 
 REDUCTIONS = ("shared", "allreduce")
@@ -71,7 +76,9 @@ ParallelSpec = collections.namedtuple("ParallelSpec", [
     "num_micro_batches",  # micro-batches that flow through a tower's stages per step
     "placement",  # "intra_first": a process holds whole towers; "inter_first": stages span
                   # processes (the chief's one graph, see stage_devices)
-])
+    "recompute",  # "none" or "layer": encoder layers recomputed in the backward pass
+    "pipeline_schedule",  # "gpipe" or "1f1b" (parallel/pipeline.SCHEDULES)
+], defaults=("none", "gpipe"))
 
 # The one place that chooses a strategy class: by reduction mode and whether there are several
 # processes.
@@ -92,7 +99,8 @@ TowerResult = collections.namedtuple(
 def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT_PACK_MB,
                   cluster=cluster_lib.SINGLE_PROCESS,
                   collective_timeout_s=DEFAULT_COLLECTIVE_TIMEOUT_S, pipeline_stages=1,
-                  num_micro_batches=1, placement="intra_first"):
+                  num_micro_batches=1, placement="intra_first", recompute="none",
+                  pipeline_schedule="gpipe"):
   """A checked ParallelSpec; everything downstream trusts it.
 
   n_towers counts the towers (model replicas) of this process's graph; with pipeline_stages K
@@ -125,7 +133,9 @@ def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT
                      "TF_CONFIG or Slurm) and --pipeline_stages > 1")
   return ParallelSpec(int(n_towers), reduction, int(accum_steps), float(pack_mb), cluster,
                       float(collective_timeout_s), int(pipeline_stages), int(num_micro_batches),
-                      placement)
+                      placement, recompute_lib.check_mode(recompute),
+                      pipeline.check_schedule(pipeline_schedule, int(pipeline_stages),
+                                              int(num_micro_batches)))
 
 
 def num_visible_gpus():
@@ -211,8 +221,9 @@ def new_session(spec, use_xla=False, graph=None, intra_op_threads=0, inter_op_th
   """A Session for a graph built with `spec`: local, or this process's server in a cluster."""
   if spec.cluster.in_graph:  # A Session waits without end for a task that does not listen.
     cluster_lib.wait_for_tasks(spec.cluster, spec.collective_timeout_s)
-  config = session_config(devices_per_process(spec), use_xla, intra_op_threads,
-                          inter_op_threads, cluster=spec.cluster)
+  config = pipeline.configure_session(spec.pipeline_schedule, session_config(
+      devices_per_process(spec), use_xla, intra_op_threads, inter_op_threads,
+      cluster=spec.cluster))
   return tf.Session(cluster_lib.session_target(spec.cluster, config), graph=graph,
                     config=config)
 
@@ -255,6 +266,8 @@ def join_processes(spec, must_agree, from_chief):
       ("--reduction", spec.reduction),
       ("--grad_accum_steps", spec.accum_steps),
       ("--allreduce_pack_mb", repr(spec.pack_mb)),
+      ("--recompute", spec.recompute),
+      ("--pipeline_schedule", spec.pipeline_schedule),
   ])
   facts.update(must_agree)
   return cluster_lib.handshake(spec.cluster, session_config(devices, cluster=spec.cluster),
@@ -388,17 +401,18 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   losses, outputs, grads = [], [], []
   for i, shard in enumerate(split_features(features, len(devices))):
     placer = pipeline.StagePlacer(stages[i]) if spec.pipeline_stages > 1 else None
-    with strategy.tower_scope(i), modeling.part_placement_scope(placer), _jit_scope(use_xla):
-      loss, tower_outputs = _micro_batches(tower_fn, shard, global_batch,
-                                           spec.num_micro_batches, stages[i][-1])
+    schedule = pipeline.SCHEDULES[spec.pipeline_schedule](stages[i], spec.num_micro_batches)
+    with strategy.tower_scope(i), modeling.part_placement_scope(placer), _jit_scope(use_xla), \
+        modeling.layer_runner_scope(recompute_lib.layer_runner(
+            spec.recompute if compute_gradients else "none")):
+      loss, micro_losses, tower_outputs = _micro_batches(tower_fn, shard, global_batch,
+                                                         schedule, stages[i][-1])
       variables = strategy.tower_variables(i)
       outputs.append(tower_outputs)
       if loss is not None:
         losses.append(loss)
         if compute_gradients:
-          if loss_scale is not None:
-            loss = loss * tf.cast(loss_scale, loss.dtype)
-          grads.append(tf.gradients(loss, variables, colocate_gradients_with_ops=True))
+          grads.append(schedule.gradients(micro_losses, variables, loss_scale))
   mean_loss = _mean_over_processes(losses, strategy)
   outputs = concat_outputs(outputs, strategy.devices[0])
   if not compute_gradients:
@@ -422,24 +436,27 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
                      replica_grads_and_vars, accumulate_ops, strategy)
 
 
-def _micro_batches(tower_fn, shard, global_batch, num_micro_batches, last_device):
-  """tower_fn over `num_micro_batches` slices of `shard` (variables reused after the first).
+def _micro_batches(tower_fn, shard, global_batch, schedule, last_device):
+  """tower_fn over the schedule's micro-batches of `shard` (variables reused after the first).
 
   Returns:
-    (mean of the micro-batch losses or None, outputs concatenated in row order).
+    (mean of the micro-batch losses or None, the list of micro-batch losses, outputs
+    concatenated in row order).
   """
+  num_micro_batches = schedule.num_micro_batches
   if num_micro_batches == 1:
-    return tower_fn(shard, global_batch)
+    loss, outputs = schedule.forward(0, lambda: tower_fn(shard, global_batch))
+    return loss, [loss], outputs
   losses, outputs = [], []
   for m, piece in enumerate(split_features(shard, num_micro_batches)):
     reuse = True if m else None
     with tf.name_scope("micro_%d" % m), tf.variable_scope(tf.get_variable_scope(), reuse=reuse):
-      loss, piece_outputs = tower_fn(piece, global_batch)
+      loss, piece_outputs = schedule.forward(m, lambda piece=piece: tower_fn(piece, global_batch))
     losses.append(loss)
     outputs.append(piece_outputs)
   with tf.device(last_device):
     mean = None if losses[0] is None else tf.add_n(losses) / float(num_micro_batches)
-  return mean, concat_outputs(outputs, last_device)
+  return mean, losses, concat_outputs(outputs, last_device)
 
 
 def _mean_over_processes(losses, strategy):

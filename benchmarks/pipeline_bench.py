@@ -4,8 +4,8 @@
   python benchmarks/pipeline_bench.py --parts=bytes,paper
 
 1. idle: the measured idle share of each stage of one pipelined tower (virtual CPU devices, one
-   step's trace, forward and backward only) against GPipe's bubble (K-1)/(M+K-1), for K = 2, 4
-   and M = 1..16. A stage is busy while any op of it runs; idle = 1 - busy / step span. Each
+   step's trace, forward and backward only) under GPipe and 1F1B (--schedules) against the
+   bubble (K-1)/(M+K-1) both share, for K = 2, 4 and M = 1..16 (1F1B: M >= K). A stage is busy while any op of it runs; idle = 1 - busy / step span. Each
    op runs on one thread (intra_op=1) and K ops may run at once (inter_op=K), so on a machine
    with K free cores a stage behaves as a device of its own; with fewer cores than stages the
    stages wait for cores too and the figures mix the bubble with that contention.
@@ -59,6 +59,8 @@ def parse_args(argv=None):
                  help="Comma-separated parts to run: idle, memory, bytes, paper.")
   p.add_argument("--stages", default="2,4", help="idle: stage counts K.")
   p.add_argument("--micro_batches", default="1,2,4,8,16", help="idle: micro-batch counts M.")
+  p.add_argument("--schedules", default="gpipe,1f1b",
+                 help="idle: pipeline schedules (1f1b only where M >= K).")
   p.add_argument("--rows_per_micro_batch", type=int, default=4, help="idle: rows per micro-batch.")
   p.add_argument("--idle_seq", type=int, default=128, help="idle: sequence length.")
   p.add_argument("--idle_hidden", type=int, default=256,
@@ -142,14 +144,16 @@ def _union_length(intervals):
   return total + (current_end - current_start if current_end is not None else 0)
 
 
-def measure_idle(stages, micro_batches, args, repeats=3):
-  """Idle share of each stage of one tower (forward + backward), the best of `repeats` steps."""
+def measure_idle(stages, micro_batches, args, repeats=3, schedule="gpipe"):
+  """Idle share of each stage of one tower (forward + backward) under `schedule`, the best of
+  `repeats` steps."""
   config = modeling.BertConfig(
       vocab_size=1000, hidden_size=args.idle_hidden, num_hidden_layers=2 * stages,
       num_attention_heads=max(1, args.idle_hidden // 64),
       intermediate_size=4 * args.idle_hidden, hidden_dropout_prob=0.0,
       attention_probs_dropout_prob=0.0, max_position_embeddings=max(128, args.idle_seq))
-  spec = tower_utils.parallel_spec(1, pipeline_stages=stages, num_micro_batches=micro_batches)
+  spec = tower_utils.parallel_spec(1, pipeline_stages=stages, num_micro_batches=micro_batches,
+                                   pipeline_schedule=schedule)
   with tf.Graph().as_default() as graph:
     features = random_features(args.rows_per_micro_batch * micro_batches, args.idle_seq,
                                config.vocab_size)
@@ -177,14 +181,17 @@ def run_idle(args):
   print("One tower, 2 encoder layers per stage, hidden %d, seq %d, %d rows per micro-batch; "
         "intra_op=1, inter_op=K; %d cores here." % (args.idle_hidden, args.idle_seq,
                                                     args.rows_per_micro_batch, os.cpu_count()))
-  print("| K | M | bubble (K-1)/(M+K-1) | measured idle per stage | mean |")
-  print("| --- | --- | --- | --- | --- |")
-  for stages in [int(k) for k in args.stages.split(",")]:
-    for micro in [int(m) for m in args.micro_batches.split(",")]:
-      idle = measure_idle(stages, micro, args)
-      print("| %d | %d | %.3f | %s | %.3f |" % (
-          stages, micro, (stages - 1.0) / (micro + stages - 1), ", ".join(
-              "%.3f" % x for x in idle), np.mean(idle)), flush=True)
+  print("| schedule | K | M | bubble (K-1)/(M+K-1) | measured idle per stage | mean |")
+  print("| --- | --- | --- | --- | --- | --- |")
+  for schedule in args.schedules.split(","):
+    for stages in [int(k) for k in args.stages.split(",")]:
+      for micro in [int(m) for m in args.micro_batches.split(",")]:
+        if schedule == "1f1b" and micro < stages:
+          continue
+        idle = measure_idle(stages, micro, args, schedule=schedule)
+        print("| %s | %d | %d | %.3f | %s | %.3f |" % (
+            schedule, stages, micro, (stages - 1.0) / (micro + stages - 1), ", ".join(
+                "%.3f" % x for x in idle), np.mean(idle)), flush=True)
 
 
 # 2. Memory per device.

@@ -88,7 +88,15 @@ def define_training_flags(default_learning_rate=5e-5):
 
 
 def define_pipeline_flags():
-  """Pipeline stages: one model replica cut over several devices (see parallel/pipeline.py)."""
+  """Pipeline stages (one model replica cut over several devices, parallel/pipeline.py) and
+  activation recomputation (parallel/recompute.py): what to turn on when a batch does not fit."""
+  _define("enum", "recompute", "none",
+          "Activation recomputation. none: the backward pass reads the activations the forward "
+          "pass kept. layer: each encoder layer keeps only its input; its inside (attention "
+          "probabilities, feed-forward activations) is computed again in the backward pass. "
+          "About a third more compute for several times less activation memory (the first "
+          "thing to turn on at --max_seq_length=512); the update is the same.",
+          enum_values=["none", "layer"])
   _define("integer", "pipeline_stages", 1,
           "Cut the model into this many stages, each on its own device, for models (or "
           "batches) that do not fit one card: --n_gpus devices make n_gpus / pipeline_stages "
@@ -98,6 +106,14 @@ def define_pipeline_flags():
           "With --pipeline_stages: each tower's train_batch_size rows flow through its stages "
           "as this many micro-batches, so the stages work at the same time; the idle share is "
           "(stages-1)/(micro_batches+stages-1). Must divide --train_batch_size.")
+  _define("enum", "pipeline_schedule", "gpipe",
+          "With --pipeline_stages and --num_micro_batches: the order of the micro-batches' "
+          "passes. gpipe: all forward passes, then all backward passes; a stage may hold the "
+          "activations of every micro-batch. 1f1b: stage s runs stages-s forward passes, then "
+          "alternates one backward and one forward; it holds at most stages-s micro-batches' "
+          "activations, with the same idle share. Needs num_micro_batches >= pipeline_stages. "
+          "Without --num_micro_batches, 1f1b uses one micro-batch per stage. The update is the same.",
+          enum_values=["gpipe", "1f1b"])
   _define("enum", "placement", "intra_first",
           "Several processes with --pipeline_stages: which devices form a tower. intra_first: "
           "each process holds whole towers on its own devices and the processes reduce "

@@ -79,7 +79,8 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
     """
     spec = self.parallel
     if spec.placement == "inter_first":  # The chief's graph spans the processes' devices.
-      return spec._replace(n_towers=n_towers or spec.n_towers, accum_steps=1, num_micro_batches=1)
+      return spec._replace(n_towers=n_towers or spec.n_towers, accum_steps=1, num_micro_batches=1,
+                           recompute="none", pipeline_schedule="gpipe")
     return tower_utils.parallel_spec(n_towers or spec.n_towers,
                                      pipeline_stages=spec.pipeline_stages)
 
@@ -214,22 +215,35 @@ def _release(path):
 def _parallel_spec():
   """The run's tower_utils.ParallelSpec, checked, from --n_gpus, the speed and cluster flags."""
   stages = cli.require_positive(FLAGS.pipeline_stages, "pipeline_stages")
-  if FLAGS.train_batch_size % cli.require_positive(FLAGS.num_micro_batches, "num_micro_batches"):
+  micro = _num_micro_batches(stages)
+  if FLAGS.train_batch_size % micro:
     raise InputError("--train_batch_size=%d is not a multiple of --num_micro_batches=%d: "
-                     "every micro-batch needs the same rows" %
-                     (FLAGS.train_batch_size, FLAGS.num_micro_batches))
+                     "every micro-batch needs the same rows" % (FLAGS.train_batch_size, micro))
   run_cluster = cluster.resolve(FLAGS.worker_hosts, FLAGS.task_index, FLAGS.worker_port)
   if FLAGS.placement == "inter_first":
-    return _inter_first_spec(run_cluster, stages)
+    return _inter_first_spec(run_cluster, stages, micro)
   if FLAGS.n_gpus % stages:
     raise InputError("--n_gpus=%s is not a multiple of --pipeline_stages=%d: every tower "
                      "needs %d devices, one per stage" % (FLAGS.n_gpus, stages, stages))
   return tower_utils.parallel_spec(
       FLAGS.n_gpus // stages, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
-      run_cluster, FLAGS.collective_timeout_s, stages, FLAGS.num_micro_batches)
+      run_cluster, FLAGS.collective_timeout_s, stages, micro, recompute=FLAGS.recompute,
+      pipeline_schedule=FLAGS.pipeline_schedule)
 
 
-def _inter_first_spec(run_cluster, stages):
+def _num_micro_batches(stages):
+  """--num_micro_batches, checked; under --pipeline_schedule=1f1b without it, the stage count
+  (the fewest micro-batches 1F1B runs with; the default 1 would be refused)."""
+  micro = cli.require_positive(FLAGS.num_micro_batches, "num_micro_batches")
+  if (FLAGS.pipeline_schedule == "1f1b" and not FLAGS["num_micro_batches"].present and
+      micro < stages):
+    logging.info("--pipeline_schedule=1f1b without --num_micro_batches: %d micro-batches "
+                 "(one per stage)", stages)
+    return stages
+  return micro
+
+
+def _inter_first_spec(run_cluster, stages, micro):
   """The spec of --placement=inter_first, in the chief; any other process serves, then exits.
 
   The chief's graph holds every tower of the run (n_gpus * processes / stages of them), so to
@@ -254,4 +268,5 @@ def _inter_first_spec(run_cluster, stages):
   return tower_utils.parallel_spec(
       FLAGS.n_gpus * processes // stages, FLAGS.reduction, FLAGS.grad_accum_steps,
       FLAGS.allreduce_pack_mb, in_graph, FLAGS.collective_timeout_s, stages,
-      FLAGS.num_micro_batches, placement="inter_first")
+      micro, placement="inter_first", recompute=FLAGS.recompute,
+      pipeline_schedule=FLAGS.pipeline_schedule)

@@ -17,15 +17,23 @@ largest stage's parameters (and so its gradients and Adam slots: memory is why o
 with the layers' FLOPs breaking ties. A stage that holds the word-embedding table then holds
 fewer layers and computes less; the others set the pace.
 
-The schedule (GPipe fill-drain). Each tower's batch is split into M micro-batches, each built as
-its own subgraph through the same stage devices (variables are reused). The dataflow executor
-runs micro-batch m on stage s as soon as stage s-1 has produced it, so the stages overlap:
-all forward passes fill the pipeline, then the backward passes drain it. A stage idles for
-K-1 of the M+K-1 slots of each phase: the bubble is (K-1)/(M+K-1), so M >= 4K keeps it under
-20%. Memory: a stage keeps the activations of all M micro-batches until their backward pass
-(GPipe); 1F1B, which would keep at most K, needs control edges between micro-batches and is not
-built. The M micro-batch losses are averaged and differentiated together, so one update equals
-the unsplit model's update on the same batch.
+The schedules (`SCHEDULES`, --pipeline_schedule). Each tower's batch is split into M
+micro-batches, each built as its own subgraph through the same stage devices (variables are
+reused). The dataflow executor runs micro-batch m on stage s as soon as stage s-1 has produced
+it, so the stages overlap. A stage idles for K-1 of the M+K-1 slots of each phase: the bubble is
+(K-1)/(M+K-1), so M >= 4K keeps it under 20%.
+- `GPipeSchedule` (gpipe, fill-drain): the M micro-batch losses are averaged and differentiated
+  together; nothing orders the passes, so a stage may keep the activations of all M
+  micro-batches until their backward pass (and TensorFlow sums each weight's M gradient
+  contributions at once).
+- `OneFOneBSchedule` (1f1b, PipeDream-flush as in Megatron-LM and DeepSpeed): one backward
+  subgraph per micro-batch, and control edges so that stage s starts the forward pass of
+  micro-batch m only once its backward pass of micro-batch m-(K-s) is done: at most K-s
+  micro-batches' activations are live on stage s, whatever M is; the bubble is GPipe's. Needs
+  M >= K. The weight gradients are summed micro-batch after micro-batch.
+Both give one update equal to the unsplit model's on the same batch (tests/test_pipeline.py);
+benchmarks/memory_bench.py measures their peak memory per stage, pipeline_bench.py their idle
+share.
 
 How the model is placed without knowing it: modeling.BertModel names its parts ("embeddings",
 ("layer", k), "pooler") to the placer of modeling.part_placement_scope; `StagePlacer` answers
@@ -37,8 +45,10 @@ import collections
 import functools
 
 import tensorflow.compat.v1 as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from core.errors import InputError
+from parallel import strategies
 
 _VARIABLE_OP_TYPES = frozenset(["Variable", "VariableV2", "VarHandleOp", "AutoReloadVariable"])
 _GATHER_OP_TYPES = frozenset(["GatherV2", "ResourceGather"])
@@ -144,3 +154,152 @@ class StagePlacer(object):
       return first
 
     return embeddings_device
+
+
+def _canonical(device):
+  return tf.DeviceSpec.from_string(device or "").to_string()
+
+
+class GPipeSchedule(object):
+  """Fill-drain: every micro-batch's forward pass, then one backward pass of their mean loss.
+
+  The dataflow executor runs any forward op whose inputs are ready, so a stage may hold the
+  activations of all M micro-batches at once. This is also the schedule of an unpipelined tower
+  (one stage, one micro-batch).
+  """
+
+  def __init__(self, stage_devices, num_micro_batches):
+    """stage_devices: the tower's device of each stage; num_micro_batches: M."""
+    self.stage_devices = [_canonical(d) for d in stage_devices]
+    self.num_micro_batches = num_micro_batches
+
+  def forward(self, micro_batch, build_fn):
+    """build_fn() -> its result: builds micro-batch `micro_batch`'s forward pass."""
+    del micro_batch
+    return build_fn()
+
+  def gradients(self, losses, variables, loss_scale=None):
+    """The gradients of the mean of `losses` (one scalar per micro-batch) times loss_scale.
+
+    Returns:
+      list aligned with `variables` (Tensor, IndexedSlices or None).
+    """
+    with tf.device(self.stage_devices[-1]):
+      loss = losses[0] if len(losses) == 1 else tf.add_n(losses) / float(len(losses))
+      if loss_scale is not None:
+        loss = loss * tf.cast(loss_scale, loss.dtype)
+    return tf.gradients(loss, variables, colocate_gradients_with_ops=True)
+
+
+class OneFOneBSchedule(GPipeSchedule):
+  """1F1B (PipeDream-flush): stage s holds at most K-s micro-batches' activations.
+
+  Each micro-batch gets its own backward subgraph (the gradients of its loss / M), and control
+  edges make the forward pass of micro-batch m on stage s wait until the backward pass of
+  micro-batch m-(K-s) on stage s is done. Stage s thus runs K-s warm-up forward passes, then
+  alternates one backward and one forward, then drains; the last stage alternates from the
+  start. The per-micro-batch gradients are summed in micro-batch order (a chain of adds), so a
+  stage keeps one running sum instead of M gradients. The sum of the gradients of loss_m / M
+  is the gradient of the mean loss: the update is GPipe's and the unsplit model's.
+  """
+
+  def __init__(self, stage_devices, num_micro_batches):
+    super(OneFOneBSchedule, self).__init__(stage_devices, num_micro_batches)
+    self._forward_ops = []  # per micro-batch, per stage, the ops its forward pass built
+
+  def _stage_of(self, op):
+    device = _canonical(op.device)
+    return self.stage_devices.index(device) if device in self.stage_devices else None
+
+  def _ops_by_stage(self, build_fn):
+    """(build_fn()'s result, per stage the ops it created there)."""
+    graph = tf.get_default_graph()
+    first = len(graph.get_operations())
+    result = build_fn()
+    by_stage = [[] for _ in self.stage_devices]
+    for op in graph.get_operations()[first:]:  # In creation order: the new ones last.
+      stage = self._stage_of(op)
+      if stage is not None:
+        by_stage[stage].append(op)
+    return result, by_stage
+
+  def forward(self, micro_batch, build_fn):
+    result, by_stage = self._ops_by_stage(build_fn)
+    self._forward_ops.append(by_stage)
+    return result
+
+  def gradients(self, losses, variables, loss_scale=None):
+    stages, micro = len(self.stage_devices), len(losses)
+    scale = 1.0 / micro
+    per_micro, backward_ops = [], []
+    for m, loss in enumerate(losses):
+      with tf.device(self.stage_devices[-1]), tf.name_scope("micro_%d_loss" % m):
+        scaled = loss * scale if loss_scale is None else (
+            loss * tf.cast(loss_scale * scale, loss.dtype))
+      grads, by_stage = self._ops_by_stage(
+          lambda scaled=scaled: tf.gradients(scaled, variables,
+                                             colocate_gradients_with_ops=True))
+      per_micro.append(grads)
+      backward_ops.append(by_stage)
+    for s in range(stages):
+      in_flight = stages - s
+      for m in range(in_flight, micro):
+        _wait_for(self._forward_ops[m][s], backward_ops[m - in_flight][s],
+                  self.stage_devices[s], "1f1b_stage_%d_micro_%d" % (s, m))
+    return [_sum_in_order(grads) for grads in zip(*per_micro)]
+
+
+def _wait_for(forward_ops, backward_ops, device, name):
+  """Makes the entry ops of a forward subgraph wait for every op of a backward subgraph."""
+  if not backward_ops or not forward_ops:
+    return
+  with tf.device(device), tf.control_dependencies(backward_ops):
+    done = tf.no_op(name=name)
+  inside = set(forward_ops)
+  for op in forward_ops:
+    if not any(tensor.op in inside for tensor in op.inputs):
+      op._add_control_input(done)  # pylint: disable=protected-access
+
+
+def _sum_in_order(grads):
+  """One variable's gradients of the micro-batches summed in order, a running sum."""
+  grads = [g for g in grads if g is not None]
+  if not grads:
+    return None
+  if any(isinstance(g, tf.IndexedSlices) for g in grads):
+    return strategies.sum_gradients(grads)  # Sparse: the rows of all, concatenated.
+  total = grads[0]
+  for grad in grads[1:]:
+    with tf.colocate_with(grad):
+      total = tf.add(total, grad, name="micro_batch_gradient_sum")
+  return total
+
+
+SCHEDULES = {"gpipe": GPipeSchedule, "1f1b": OneFOneBSchedule}
+
+
+def configure_session(schedule, config):
+  """Adapts a session ConfigProto to `schedule`.
+
+  1F1B: Grappler's arithmetic optimizer would turn each running sum of micro-batch gradients
+  into one AddN of all M of them (AddOpsRewrite), keeping every micro-batch's weight gradients
+  alive until the last backward pass; it is turned off (measured: M copies of the stage's
+  weight gradients at the peak with it, one without).
+  """
+  if schedule == "1f1b":
+    config.graph_options.rewrite_options.arithmetic_optimization = (
+        rewriter_config_pb2.RewriterConfig.OFF)
+  return config
+
+
+def check_schedule(schedule, stages, num_micro_batches):
+  """`schedule` if it is known and fits the stages, else InputError naming the flags."""
+  if schedule not in SCHEDULES:
+    raise InputError("--pipeline_schedule=%s: expected one of %s" %
+                     (schedule, ", ".join(sorted(SCHEDULES))))
+  if schedule == "1f1b" and num_micro_batches < stages:
+    raise InputError("--pipeline_schedule=1f1b needs --num_micro_batches >= --pipeline_stages "
+                     "(found --num_micro_batches=%d < --pipeline_stages=%d): every stage "
+                     "keeps up to pipeline_stages micro-batches in flight" %
+                     (num_micro_batches, stages))
+  return schedule

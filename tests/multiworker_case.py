@@ -42,6 +42,9 @@ CASES = [("shared", 1, 1), ("allreduce", 1, 1), ("shared", 2, 1), ("allreduce", 
 # --placement=inter_first: the chief's one graph holds 2 towers whose 2 stages span the two
 # processes; the other process only serves its devices.
 INTER_FIRST_CASES = [("shared", 1, 2), ("allreduce", 1, 2)]
+# --pipeline_schedule=1f1b: (reduction, accumulation steps, placement), 2 stages, 2 micro-batches.
+ONE_F_ONE_B_CASES = [("shared", 2, "intra_first"), ("allreduce", 1, "intra_first"),
+                     ("allreduce", 1, "inter_first")]
 
 
 def data():
@@ -81,13 +84,15 @@ def process_rows(rank, num_workers, accum):
                          for start in range(0, UPDATES * ROWS_PER_UPDATE, micro)])
 
 
-def run(reduction, accum, cluster, init_values, stages=1, placement="intra_first"):
+def run(reduction, accum, cluster, init_values, stages=1, placement="intra_first",
+        schedule="gpipe"):
   """Two updates; returns {"loss_k", "grad/<var>" (update 1), "<var>" (after), "devices" (each
   tower's stage devices), "variable_devices" (name=device of replica 0)} as numpy."""
   n_towers = TOWERS_TOTAL // cluster.num_workers // stages
   parallel = tower_utils.parallel_spec(n_towers, reduction, accum, pack_mb=0.01, cluster=cluster,
                                        collective_timeout_s=60, pipeline_stages=stages,
-                                       num_micro_batches=stages, placement=placement)
+                                       num_micro_batches=stages, placement=placement,
+                                       pipeline_schedule=schedule)
   spec = training.TrainSpec(
       output_dir=None, parallel=parallel,
       batch_size_per_tower=ROWS_PER_UPDATE * stages // (TOWERS_TOTAL * accum),
@@ -143,18 +148,26 @@ def main():
     out = run(reduction, accum, cluster, init_values, stages)
     np.savez(os.path.join(args.out, "%s_%d_%d_task%d.npz" % (reduction, accum, stages,
                                                              cluster.rank)), **out)
+  for reduction, accum, placement in ONE_F_ONE_B_CASES:
+    if placement == "intra_first":
+      out = run(reduction, accum, cluster, init_values, 2, schedule="1f1b")
+      np.savez(os.path.join(args.out, "%s_%d_1f1b_task%d.npz" % (reduction, accum,
+                                                                   cluster.rank)), **out)
   config = tower_utils.session_config(TOWERS_TOTAL // cluster.num_workers, cluster=cluster)
-  for reduction, accum, stages in INTER_FIRST_CASES:
+  inter_first = [case + ("gpipe",) for case in INTER_FIRST_CASES] + [
+      (reduction, accum, 2, "1f1b") for reduction, accum, placement in ONE_F_ONE_B_CASES
+      if placement == "inter_first"]
+  for reduction, accum, stages, schedule in inter_first:
     if not cluster.is_chief:
       cluster_lib.serve_chief_graph(cluster, config, timeout_s=60)
       continue
     in_graph = cluster.in_graph_view()
     tower_utils.join_processes(tower_utils.parallel_spec(
         2, pipeline_stages=2, cluster=in_graph, placement="inter_first"), {}, {})
-    out = run(reduction, accum, in_graph, init_values, stages, "inter_first")
+    out = run(reduction, accum, in_graph, init_values, stages, "inter_first", schedule)
     cluster_lib.release_tasks(in_graph, config)
-    np.savez(os.path.join(args.out, "%s_%d_%d_inter_first.npz" % (reduction, accum, stages)),
-             **out)
+    np.savez(os.path.join(args.out, "%s_%d_%d_inter_first%s.npz" % (
+        reduction, accum, stages, "_1f1b" if schedule == "1f1b" else "")), **out)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def worker_results(init_values, tmp_path_factory):
                                             "multiworker_case.py"),
                "--worker_hosts=" + hosts, "--task_index=%d" % i, "--init=" + init_values[0],
                "--out=" + out] for i in range(2)]
-  for proc in script_runner.run_processes(commands, timeout=400):
+  for proc in script_runner.run_processes(commands, timeout=900):
     assert proc.returncode == 0, proc.stderr[-3000:]
   results = {(reduction, accum, stages, task): dict(np.load(os.path.join(
       out, "%s_%d_%d_task%d.npz" % (reduction, accum, stages, task))))
@@ -48,6 +48,11 @@ def worker_results(init_values, tmp_path_factory):
   results.update({(reduction, accum, stages, "inter_first"): dict(np.load(os.path.join(
       out, "%s_%d_%d_inter_first.npz" % (reduction, accum, stages))))
                   for reduction, accum, stages in case.INTER_FIRST_CASES})
+  for reduction, accum, placement in case.ONE_F_ONE_B_CASES:
+    names = (["%s_%d_2_inter_first_1f1b.npz" % (reduction, accum)] if placement == "inter_first"
+             else ["%s_%d_1f1b_task%d.npz" % (reduction, accum, task) for task in range(2)])
+    results[(reduction, accum, placement, "1f1b")] = [dict(np.load(os.path.join(out, name)))
+                                                      for name in names]
   return results
 
 
@@ -113,6 +118,22 @@ def test_both_placements_equal_one_process_with_the_device_maps_they_promise(
   assert placed["bert/encoder/layer_0/output/dense/kernel"] == _task_device(0, 0)
   assert placed["bert/encoder/layer_1/output/dense/kernel"] == _task_device(1, 0)
   assert placed["output_weights"] == _task_device(1, 0)
+
+
+@pytest.mark.parametrize("reduction,accum,placement", case.ONE_F_ONE_B_CASES)
+def test_1f1b_in_two_processes_equals_one_process(init_values, worker_results, references,
+                                                  reduction, accum, placement):
+  """--pipeline_schedule=1f1b, 2 stages x 2 micro-batches, both placements: the one-process
+  4-tower update (losses, gradients, variables, Adam slots), the same in every process."""
+  reference = references[accum]
+  runs = worker_results[(reduction, accum, placement, "1f1b")]
+  for name in reference:
+    if name in _NOT_NUMBERS:
+      continue
+    for run in runs:
+      np.testing.assert_allclose(run[name], reference[name], atol=1e-5, rtol=0, err_msg=name)
+  if len(runs) == 2:
+    assert runs[0]["checksums"][0] == runs[0]["checksums"][1] == runs[1]["checksums"][1]
 
 
 def test_each_process_feeds_a_disjoint_share_of_every_micro_batch():

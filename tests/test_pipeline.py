@@ -1,6 +1,8 @@
 """Pipeline stages (parallel/pipeline.py): a tower cut over K devices trains like the unsplit model."""
 
+import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -19,6 +21,9 @@ from test_towers import classifier_tower_fn
 import tower_utils
 from test_run_pretraining import CONFIG as PRETRAINING_CONFIG
 from test_run_pretraining import _batch as pretraining_batch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=4,
                              num_attention_heads=4, intermediate_size=32,
@@ -169,9 +174,12 @@ def test_bert_base_stages_hold_balanced_parameters(vocab_size):
     assert len(plan.layer_stage) == 12 and plan.layer_stage == sorted(plan.layer_stage)
 
 
-def test_classifier_script_with_stages_micro_batches_and_replicas(tmp_path):
+@pytest.mark.parametrize("schedule", [["--num_micro_batches=2"], ["--pipeline_schedule=1f1b"]],
+                         ids=["gpipe", "1f1b"])
+def test_classifier_script_with_stages_micro_batches_and_replicas(tmp_path, schedule):
   """--n_gpus=4 --pipeline_stages=2: 2 towers of 2 stages; the checkpoint is a stock one that
-  an unsplit run loads and predicts the same from."""
+  an unsplit run loads and predicts the same from. 1f1b without --num_micro_batches takes one
+  micro-batch per stage."""
   data_dir = _make_task(tmp_path / "data")
   config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128, num_hidden_layers=2)
   out = tmp_path / "out"
@@ -180,7 +188,7 @@ def test_classifier_script_with_stages_micro_batches_and_replicas(tmp_path):
             "--train_batch_size=4", "--predict_batch_size=3", "--learning_rate=1e-3"]
   piped = run_script("run_classifier_mgpu.py", *common, "--do_train", "--do_eval",
                      "--do_predict", "--num_train_epochs=1", "--n_gpus=4",
-                     "--pipeline_stages=2", "--num_micro_batches=2")
+                     "--pipeline_stages=2", *schedule)
   assert piped.returncode == 0, piped.stderr[-3000:]
   assert "tower 1 stage 1 -> /device:CPU:3" in piped.stderr
   assert "global batch 8 (4 x 2 towers x 1 processes x 1 accumulation steps), 8 steps" in \
@@ -234,3 +242,80 @@ def test_placements_map_stages_to_the_devices_they_promise():
   assert tower_utils.stage_devices(intra) == [[device(1, 0), device(1, 1), device(1, 2)]]
   with pytest.raises(cli.InputError, match="--placement=inter_first: expected several"):
     tower_utils.parallel_spec(1, pipeline_stages=2, placement="inter_first")
+
+
+def _classifier_rows(rows):
+  rng = np.random.RandomState(1)
+  mask = np.ones((rows, SEQ), np.int32)
+  mask[1::3, 4:] = 0
+  return {"input_ids": rng.randint(1, CONFIG.vocab_size, size=(rows, SEQ)).astype(np.int32),
+          "input_mask": mask,
+          "label": rng.randint(0, NUM_LABELS, size=(rows,)).astype(np.int32)}
+
+
+@pytest.fixture(scope="module")
+def unsplit_by_rows():
+  return {rows: _one_update(_classifier_tower, _classifier_rows(rows),
+                            tower_utils.parallel_spec(1)) for rows in (8, 12)}
+
+
+@pytest.mark.parametrize("stages,micro,towers", [(2, 4, 1), (2, 6, 1), (3, 4, 1), (3, 6, 1),
+                                                 (2, 4, 2), (3, 6, 2)])
+def test_1f1b_updates_like_gpipe_and_the_unsplit_model(unsplit_by_rows, stages, micro, towers):
+  rows = 12 if micro == 6 else 8
+  if towers == 2:
+    rows = 2 * micro
+  reference = unsplit_by_rows.get(rows) or _one_update(
+      _classifier_tower, _classifier_rows(rows), tower_utils.parallel_spec(1))
+  runs = {}
+  for schedule in ("gpipe", "1f1b"):
+    spec = tower_utils.parallel_spec(towers, pipeline_stages=stages, num_micro_batches=micro,
+                                     pipeline_schedule=schedule)
+    runs[schedule] = _one_update(_classifier_tower, _classifier_rows(rows), spec, reference[2])
+    _assert_same_update(reference, runs[schedule])
+  _assert_same_update(runs["gpipe"], runs["1f1b"])
+  # Stage s's forward pass of micro-batch m waits for its backward pass of m-(K-s): one gate
+  # per (tower, stage, micro-batch m >= K-s), none under GPipe.
+  def gates(graph):
+    return sorted(op.name for op in graph.get_operations() if "1f1b_stage_" in op.name)
+  expected = towers * sum(micro - (stages - s) for s in range(stages))
+  assert len(gates(runs["1f1b"][4])) == expected and not gates(runs["gpipe"][4])
+  for name in gates(runs["1f1b"][4]):
+    stage, m = map(int, re.search(r"1f1b_stage_(\d+)_micro_(\d+)", name).groups())
+    gate = runs["1f1b"][4].get_operation_by_name(name)
+    waited = {re.search(r"micro_(\d+)", op.name).group(1) for op in gate.control_inputs
+              if re.search(r"micro_(\d+)", op.name)}
+    assert waited == {str(m - (stages - stage))}, (name, waited)
+    gated = [op for op in runs["1f1b"][4].get_operations() if gate in op.control_inputs]
+    assert gated and all("micro_%d/" % m in op.name for op in gated), name
+
+
+def test_1f1b_with_fewer_micro_batches_than_stages_is_an_input_error():
+  with pytest.raises(cli.InputError, match="--num_micro_batches=2 < --pipeline_stages=3"):
+    tower_utils.parallel_spec(1, pipeline_stages=3, num_micro_batches=2,
+                              pipeline_schedule="1f1b")
+  with pytest.raises(cli.InputError, match="--pipeline_schedule=zigzag: expected one of"):
+    tower_utils.parallel_spec(1, pipeline_stages=2, num_micro_batches=2,
+                              pipeline_schedule="zigzag")
+
+
+def test_1f1b_peak_memory_does_not_grow_with_the_micro_batches():
+  """benchmarks/memory_bench.py's measured peak per stage, K=2, 2 rows per micro-batch: 1F1B
+  at M=8 holds what it holds at M=2 (at most K micro-batches in flight), less than GPipe at
+  M=8."""
+  import memory_bench  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=4,
+                               num_attention_heads=4, intermediate_size=256,
+                               max_position_embeddings=128, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0)
+
+  def peaks(schedule, micro):
+    return memory_bench.measure_spec(config, 128, 2 * micro, tower_utils.parallel_spec(
+        1, pipeline_stages=2, num_micro_batches=micro, pipeline_schedule=schedule),
+                                     timed_steps=1).peaks
+
+  one_f_8, one_f_2, gpipe_8 = peaks("1f1b", 8), peaks("1f1b", 2), peaks("gpipe", 8)
+  assert one_f_2[0] > 4e6, one_f_2  # activations, not a stray tensor
+  for stage in range(2):
+    assert one_f_8[stage] <= 1.3 * one_f_2[stage], (one_f_8, one_f_2)
+    assert gpipe_8[stage] > one_f_8[stage], (gpipe_8, one_f_8)
