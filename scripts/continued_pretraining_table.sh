@@ -62,7 +62,8 @@ table() {  # every finished fine-tuning run of the recipe, by arm and budget
       echo "$(awk '$1 == "eval_accuracy" {print $3}' "$f") $(awk '$1 == "f1_1" {print $3}' "$f")"
     done | awk -v a="$arm" -v b="$budget" '{acc[NR] = $1; s += $1; f += $2; v = v sprintf(" %.4f (%.4f)", $1, $2)}
       END {lo = hi = acc[1]; for (i in acc) {if (acc[i] < lo) lo = acc[i]; if (acc[i] > hi) hi = acc[i]}
-           printf "| %-8s | %-6s | %-40s | %.4f   | %.4f   | %.4f  |\n", a, b, v, s / NR, f / NR, hi - lo}'
+           spread = NR > 1 ? sprintf("%.4f", hi - lo) : "1 seed"
+           printf "| %-8s | %-6s | %-40s | %.4f   | %.4f   | %-7s |\n", a, b, v, s / NR, f / NR, spread}'
   done
 }
 if [ "${TABLE_ONLY:-0}" = 1 ]; then table; exit 0; fi
