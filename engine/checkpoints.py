@@ -68,7 +68,7 @@ def restore_from_init_checkpoint(init_checkpoint, savable_variables):
                len(tvars), init_checkpoint)
   for name in missing:
     logging.info("  not in init_checkpoint (trained from scratch): %s", name)
-  for line in describe_fresh_variables(missing, init_checkpoint):
+  for line in describe_fresh_variables(missing):
     logging.warning(line)
 
 
@@ -85,26 +85,21 @@ FRESH_PARTS = (
 )
 
 
-def describe_fresh_variables(missing, init_checkpoint):
+def describe_fresh_variables(missing):
   """One line per part of the model that `init_checkpoint` lacks, saying how it starts.
 
   Args:
     missing: names of the trainable variables not found in the checkpoint.
-    init_checkpoint: checkpoint prefix, for the message.
 
   Returns:
-    list of str: a line for each FRESH_PARTS scope with missing variables, then one line for the
-    rest (they start from their initializers).
+    list of str: a line for each FRESH_PARTS scope with missing variables. The rest (e.g. a
+    classifier's new output layer, always fresh) are only listed at INFO level by the caller.
   """
-  lines, rest = [], list(missing)
+  lines = []
   for scope, how in FRESH_PARTS:
-    part = [name for name in rest if name.startswith(scope)]
+    part = [name for name in missing if name.startswith(scope)]
     if part:
       lines.append("%s* not in --init_checkpoint (%d variables): %s" % (scope, len(part), how))
-      rest = [name for name in rest if name not in part]
-  if rest:
-    lines.append("%d variables not in --init_checkpoint=%s start from their initializers: %s"
-                 % (len(rest), init_checkpoint, ", ".join(rest)))
   return lines
 
 
