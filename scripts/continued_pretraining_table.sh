@@ -45,6 +45,10 @@ is_int "$MAX_SEQ_LENGTH" && [ "$MAX_SEQ_LENGTH" -ge 16 ] && [ "$MAX_SEQ_LENGTH" 
 for value in "$FINETUNE_EPOCHS" "$FINETUNE_LR" "$PRETRAIN_LR"; do
   is_positive "$value" || fail "FINETUNE_EPOCHS, FINETUNE_LR and PRETRAIN_LR take positive numbers, got '$value'"
 done
+if [[ " $ARMS " == *" macbert "* ]] && [ "${TABLE_ONLY:-0}" != 1 ]; then
+  python -c "import gensim" 2> /dev/null ||
+    fail "ARMS=macbert needs gensim for build_similar_words.py (pip install gensim), or leave macbert out of ARMS"
+fi
 [[ "${TABLE_ONLY:-0}" =~ ^[01]$ ]] || fail "TABLE_ONLY takes 0 or 1, got '$TABLE_ONLY'"
 for split in train dev test; do
   [ -f "$MRPC_DIR/$split.tsv" ] || fail "MRPC_DIR=$MRPC_DIR: no $split.tsv there (GLUE MRPC)"
