@@ -68,6 +68,39 @@ def restore_from_init_checkpoint(init_checkpoint, savable_variables):
                len(tvars), init_checkpoint)
   for name in missing:
     logging.info("  not in init_checkpoint (trained from scratch): %s", name)
+  for line in describe_fresh_variables(missing):
+    logging.warning(line)
+
+
+# How the parts a checkpoint may lack start (scope prefix, what the user should know). A released
+# BERT carries cls/*; a converted Hugging Face encoder (e.g. all-MiniLM-L6-v2) does not.
+FRESH_PARTS = (
+    ("cls/predictions/", "the MLM head starts from random init (transform: truncated normal "
+     "of stddev initializer_range, LayerNorm gamma 1 and beta 0) and the output bias zero; the "
+     "decoder is tied to the word embeddings, so it starts from the checkpoint's"),
+    ("cls/seq_relationship/", "the next-sentence head starts from random init"),
+    ("generator/", "ELECTRA's generator (encoder, embeddings projection, masked-LM head) starts "
+     "from random init; it shares the checkpoint's embeddings"),
+    ("discriminator_predictions/", "ELECTRA's replaced-token head starts from random init"),
+)
+
+
+def describe_fresh_variables(missing):
+  """One line per part of the model that `init_checkpoint` lacks, saying how it starts.
+
+  Args:
+    missing: names of the trainable variables not found in the checkpoint.
+
+  Returns:
+    list of str: a line for each FRESH_PARTS scope with missing variables. The rest (e.g. a
+    classifier's new output layer, always fresh) are only listed at INFO level by the caller.
+  """
+  lines = []
+  for scope, how in FRESH_PARTS:
+    part = [name for name in missing if name.startswith(scope)]
+    if part:
+      lines.append("%s* not in --init_checkpoint (%d variables): %s" % (scope, len(part), how))
+  return lines
 
 
 CHECKPOINT_NAME = "model.ckpt"

@@ -274,3 +274,15 @@ def test_attention_mask_hides_padding():
       a = sess.run(model.get_pooled_output(), dict(zip(placeholders, (ids, mask, types))))
       b = sess.run(model.get_pooled_output(), dict(zip(placeholders, (changed, mask, types))))
   np.testing.assert_allclose(a[2], b[2], atol=1e-6)
+
+
+def test_describe_fresh_variables_names_each_missing_head():
+  """A converted encoder lacks cls/predictions/* and ELECTRA's generator: each gets one line."""
+  missing = ["cls/predictions/transform/dense/kernel", "cls/predictions/output_bias",
+             "generator/encoder/layer_0/attention/self/query/kernel", "extra/w"]
+  lines = checkpoints.describe_fresh_variables(missing)
+  assert len(lines) == 2  # extra/w (like a classifier's output layer) gets no warning
+  assert lines[0].startswith("cls/predictions/* not in --init_checkpoint (2 variables)")
+  assert "output bias zero" in lines[0] and "tied to the word embeddings" in lines[0]
+  assert lines[1].startswith("generator/* not in --init_checkpoint (1 variables)")
+  assert checkpoints.describe_fresh_variables(["output_weights", "output_bias"]) == []
