@@ -50,14 +50,16 @@ def _pretraining_tower():
   return mlm.tower_fn_builder(config, True, is_training=True)
 
 
-def _one_update(tower_fn, data, spec, start=None):
-  """One update with `spec`: (loss, {grad/name}, {name: value before}, {name: value after},
-  graph, strategy)."""
+def _one_update(tower_fn, data, spec, start=None, loss_scale=None):
+  """One update with `spec` (and optionally fp16-style loss scaling): (loss, {grad/name},
+  {name: value before}, {name: value after}, graph, strategy)."""
   graph = tf.Graph()
   with graph.as_default():
     tf.set_random_seed(3)
     features = {k: tf.constant(v) for k, v in data.items()}
-    towers = tower_utils.build_towers(tower_fn, features, spec)
+    towers = tower_utils.build_towers(
+        tower_fn, features, spec,
+        loss_scale=None if loss_scale is None else tf.constant(loss_scale, tf.float32))
     train_op, _ = optimization.create_replicated_train_op(towers.replica_grads_and_vars, 1e-2,
                                                           10, 0)
     savable = {v.op.name: v for v in towers.strategy.savable_variables()
@@ -288,6 +290,16 @@ def test_1f1b_updates_like_gpipe_and_the_unsplit_model(unsplit_by_rows, stages, 
     assert waited == {str(m - (stages - stage))}, (name, waited)
     gated = [op for op in runs["1f1b"][4].get_operations() if gate in op.control_inputs]
     assert gated and all("micro_%d/" % m in op.name for op in gated), name
+
+
+def test_1f1b_with_loss_scaling_updates_like_the_unsplit_model(unsplit_by_rows):
+  """fp16's loss scaling: every micro-batch's backward pass differentiates the scaled loss and
+  the summed gradients are unscaled once; 2 towers x 2 stages, 4 micro-batches."""
+  reference = unsplit_by_rows[8]
+  spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=4,
+                                   pipeline_schedule="1f1b")
+  run = _one_update(_classifier_tower, _classifier_rows(8), spec, reference[2], loss_scale=512.0)
+  _assert_same_update(reference, run)
 
 
 def test_1f1b_with_fewer_micro_batches_than_stages_is_an_input_error():
