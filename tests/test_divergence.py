@@ -142,7 +142,7 @@ def test_a_run_that_ends_far_off_but_finite_says_so(task, tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert _last_train_loss(proc) > 10
   assert re.search(r"training ended at step 16 with the loss \([0-9.e+]+\) outside its normal "
-                   r"range since step \d+ \(the lowest smoothed loss was 0\.69", proc.stderr)
+                   r"range since step \d+ \(the lowest smoothed loss was 0\.\d+\)", proc.stderr)
   # A sound run ends without it.
   proc = run_script("run_classifier_mgpu.py", *_args(data_dir, config, str(tmp_path / "ok"),
                                                       "--do_train", "--learning_rate=2e-3",
