@@ -52,46 +52,15 @@ class InputFeatures(object):
 
 
 def read_tsv(input_file, quotechar=None):
-  """Reads a tab separated file into a list of (line_number, fields) pairs.
+  """Reads a tab separated file into a list of (line_number, fields) pairs (cli.tsv_rows).
 
   A missing file, or a line that is not utf-8, is an InputError naming the file and line; a
   UTF-8 byte order mark (as in GLUE's MRPC files) is skipped; lines of any length are read. As
-  in stock BERT (quotechar=None), a tab always separates fields and quotes are text; an empty
-  line has no fields.
+  in stock BERT (quotechar=None), a tab always separates fields and quotes are text.
   """
   if quotechar is not None:
     raise ValueError("quoted TSV is not supported (quotechar=%r)" % quotechar)
-  return [(line_number, text.split("\t") if text else [])
-          for line_number, text in cli.text_lines(input_file)]
-
-
-def check_row_widths(path, rows, layout, skip_blank=False):
-  """Every row of a file must have the tab-separated columns of its first row (InputError).
-
-  A stray tab inside a text shifts that row's columns: its second text would be read as the
-  label (a made-up class) or its label as text. The error names the file, the line and both
-  widths.
-
-  Args:
-    path: the file, for messages.
-    rows: read_tsv's (line_number, fields) pairs; the first one (header or data) sets the width.
-    layout: the columns the reader expects, for messages.
-    skip_blank: blank lines are not rows (the tsv task skips them); else they count.
-
-  Returns:
-    the width of the file's rows.
-  """
-  rows = [(n, fields) for n, fields in rows if not skip_blank or any(f.strip() for f in fields)]
-  if not rows:
-    return 0
-  first_line, first = rows[0]
-  for line_number, fields in rows[1:]:
-    if len(fields) != len(first):
-      raise InputError(
-          "%s:%d: %d tab-separated column(s), but line %d has %d (%s); a tab inside a text, or "
-          "a missing one? Every row of a file must have the same columns" %
-          (path, line_number, len(fields), first_line, len(first), layout))
-  return len(first)
+  return cli.tsv_rows(input_file)
 
 
 def _field(path, line_number, fields, index, what):
@@ -130,7 +99,7 @@ class DataProcessor(object):
     examples = []
     a_col, b_col, label_col = columns
     rows = read_tsv(path)
-    check_row_widths(path, rows, layout)
+    cli.check_row_widths(path, rows, layout)
     for i, (line_number, fields) in enumerate(rows):
       if skip_header and i == 0:
         continue
@@ -164,7 +133,7 @@ class XnliProcessor(DataProcessor):
     examples = []
     layout = "language, gold_label, ..., sentence1 (col 7), sentence2 (col 8)"
     rows = read_tsv(path)
-    check_row_widths(path, rows, layout)
+    cli.check_row_widths(path, rows, layout)
     for i, (line_number, fields) in enumerate(rows):
       if i == 0:
         continue
@@ -315,7 +284,7 @@ class TsvProcessor(DataProcessor):
       raise InputError("%s: file is empty" % path)
     has_header, columns = self._columns(path, rows, need_label)
     layout = self._layout(columns)
-    check_row_widths(path, rows, layout, skip_blank=True)
+    cli.check_row_widths(path, [(n, f) for n, f in rows if any(x.strip() for x in f)], layout)
     examples = []
     for i, (line_number, fields) in enumerate(rows):
       if has_header and i == 0:

@@ -199,6 +199,44 @@ def text_lines(path):
       yield line_number, decode_line(raw, path, line_number).rstrip("\r\n")
 
 
+def tsv_rows(path):
+  """A tab-separated file as a list of (line_number, fields) pairs (see text_lines).
+
+  As in stock BERT, a tab always separates fields and quotes are text; an empty line has no
+  fields.
+  """
+  return [(line_number, text.split("\t") if text else [])
+          for line_number, text in text_lines(path)]
+
+
+def check_row_widths(path, rows, layout=None):
+  """Every row of a file must have the tab-separated columns of its first row (InputError).
+
+  A stray tab inside a text shifts that row's columns: a classifier would read its second text
+  as the label (a made-up class), a rewriter the end of a source as its target. The error names
+  the file, the line and both widths.
+
+  Args:
+    path: the file, for messages.
+    rows: tsv_rows' (line_number, fields) pairs; the first one (header or data) sets the width.
+    layout: the columns the reader expects, for messages (or None).
+
+  Returns:
+    the width of the file's rows (0 for no rows).
+  """
+  if not rows:
+    return 0
+  first_line, first = rows[0]
+  for line_number, fields in rows[1:]:
+    if len(fields) != len(first):
+      raise InputError(
+          "%s:%d: %d tab-separated column(s), but line %d has %d%s; a tab inside a text, or a "
+          "missing one? Every row of a file must have the same columns" %
+          (path, line_number, len(fields), first_line, len(first),
+           " (%s)" % layout if layout else ""))
+  return len(first)
+
+
 # (errno, its strerror as OSError and TensorFlow messages spell it, what to do).
 _MACHINE_FAULTS = [
     (errno.ENOSPC, "No space left on device",

@@ -73,14 +73,11 @@ def read_rewrite_tsv(path, column_order="source_target", need_target=True):
     InputError naming the file and line of a row with the wrong number of columns or an empty
     column.
   """
+  table = list(_tsv_rows(path))
+  if not need_target:  # A test row may hold the source alone; a file holds one layout.
+    cli.check_row_widths(path, table)
   rows = []
-  first = None  # (line_number, width) of the first row: every row must have its columns.
-  for line_number, fields in _tsv_rows(path):
-    first = first or (line_number, len(fields))
-    if len(fields) != first[1] and len(fields) <= 2 and not need_target:
-      raise InputError("%s:%d: %d tab-separated column(s), but line %d has %d; a tab inside a "
-                       "text, or a missing one? Every row of a file must have the same columns"
-                       % (path, line_number, len(fields), first[0], first[1]))
+  for line_number, fields in table:
     if len(fields) == 1 and not need_target:
       rows.append(RewriteRow(line_number, fields[0], None))
     elif len(fields) != 2:
