@@ -129,18 +129,26 @@ class StagePlacer(object):
     """stage_devices: the tower's device of each stage, first to last."""
     self.stage_devices = list(stage_devices)
     self.plan = None
+    self._layer_stage = None  # stage of each encoder layer of the model being built
 
   def begin(self, config):
-    """Called by BertModel with its config: cuts it (the same cut for every model built)."""
-    plan = plan_stages(config, len(self.stage_devices))
-    if self.plan is not None and plan != self.plan:
-      raise ValueError("two BERT models of different shapes in one pipelined tower")
-    self.plan = plan
+    """Called (modeling.begin_model) with the config of each model about to be built.
+
+    The first model of the tower sets the cut, plan_stages(config); every model built after
+    it (the same model again for the next micro-batch, or ELECTRA's discriminator after its
+    generator) keeps that cut. A model of another depth places its layer k with the first
+    model's layer at the same relative depth (see "Two models in one tower" above).
+    """
+    if self.plan is None:
+      self.plan = plan_stages(config, len(self.stage_devices))
+    cut = self.plan.layer_stage
+    layers = config.num_hidden_layers
+    self._layer_stage = [cut[k * len(cut) // layers] for k in range(layers)]
 
   def device(self, part, index=None):
     """Device (or device function) of a model part: "embeddings", "layer" k or "pooler"."""
     if part == "layer":
-      return self.stage_devices[self.plan.layer_stage[index]]
+      return self.stage_devices[self._layer_stage[index]]
     if part == "pooler":
       return self.stage_devices[-1]
     word_device = self.stage_devices[self.plan.word_embedding_stage]
