@@ -1,6 +1,7 @@
 """ELECTRA with pipeline stages (parallel/pipeline.py, pretraining/electra_model.py): the
 generator and the discriminator cut over K devices update like the unsplit tower."""
 
+import os
 import re
 import threading
 
@@ -8,10 +9,13 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
+import create_pretraining_data
 import modeling
 from parallel import pipeline
 from pretraining import electra as electra_pretraining
 from pretraining import electra_model
+import pretraining_helpers
+from script_runner import run_script
 import tower_utils
 from test_electra import CONFIG as ELECTRA_CONFIG
 from test_electra import _batch as electra_batch
@@ -111,9 +115,53 @@ def test_two_stages_update_like_the_unsplit_electra(unsplit, schedule, micro):
     waited = [later for later in (2, 3) if _waits_for(gather, gates[(0, later)])]
     assert (m in waited) == (m >= 2) and max(waited + [m]) == m, (gather.name, waited)
 
-def test_two_towers_of_two_stages_update_like_the_unsplit_electra(unsplit):
-  spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=2)
+def test_two_towers_of_two_stages_with_recomputation_update_like_the_unsplit_electra(unsplit):
+  """2 towers x 2 stages, 2 micro-batches, --recompute=layer (both models' layers)."""
+  spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=2, recompute="layer")
   run = _bounded_update(spec, unsplit[2])
   _assert_same_update(unsplit, run)
   assert run[5].tower_stages == [["/device:CPU:0", "/device:CPU:1"],
                                  ["/device:CPU:2", "/device:CPU:3"]]
+  # The recomputed layers: the generator's as well as the discriminator's.
+  recomputed = {re.search(r"/(bert|generator)/encoder/layer_", op.name).group(1)
+                for op in run[4].get_operations()
+                if "recompute" in op.name and re.search(r"/(bert|generator)/encoder/layer_",
+                                                        op.name)}
+  assert recomputed == {"bert", "generator"}, recomputed
+
+
+def _eval_results(out):
+  with open(os.path.join(out, "eval_results.txt")) as f:
+    return dict(line.strip().split(" = ") for line in f)
+
+
+def test_script_trains_electra_on_two_towers_of_two_stages_with_1f1b(tmp_path):
+  """--n_gpus=4 --pipeline_stages=2 --pipeline_schedule=1f1b --num_micro_batches=2: trains,
+  evaluates on the stages, and leaves a checkpoint that an unsplit run (--n_gpus=1) loads and
+  scores the same."""
+  paths = pretraining_helpers.write_tiny_corpus(tmp_path, CONFIG, documents=8)
+  records = str(tmp_path / "records.tfrecord")
+  create_pretraining_data.run(create_pretraining_data.Options(
+      input_file=paths["corpus"], output_file=records, vocab_file=paths["vocab"],
+      max_seq_length=ELECTRA_CONFIG["max_position_embeddings"], max_predictions_per_seq=4,
+      dupe_factor=1, no_nsp=True))
+  out = str(tmp_path / "out")
+  common = ["--input_file=" + records, "--output_dir=" + out, "--vocab_file=" + paths["vocab"],
+            "--bert_config_file=" + paths["config"], "--objective=electra", "--do_eval",
+            "--max_eval_steps=2", "--eval_batch_size=4"]
+  piped = run_script("run_pretraining_mgpu.py", *common, "--do_train", "--num_train_steps=3",
+                     "--train_batch_size=4", "--num_warmup_steps=0", "--learning_rate=1e-3",
+                     "--n_gpus=4", "--pipeline_stages=2", "--pipeline_schedule=1f1b",
+                     "--num_micro_batches=2")
+  assert piped.returncode == 0, piped.stderr[-3000:]
+  assert "tower 1 stage 1 -> /device:CPU:3" in piped.stderr
+  piped_results = _eval_results(out)
+  assert int(piped_results["global_step"]) == 3
+  exported = dict(tf.train.list_variables(os.path.join(out, "export", "bert_model.ckpt")))
+  assert set(n for n, _ in modeling.stock_variable_shapes(modeling.BertConfig(**CONFIG))) < \
+      set(exported)
+  plain = run_script("run_pretraining_mgpu.py", *common, "--n_gpus=1")
+  assert plain.returncode == 0, plain.stderr[-3000:]
+  plain_results = _eval_results(out)
+  for key in ("loss", "generator_masked_lm_loss", "discriminator_loss", "discriminator_auc"):
+    assert abs(float(plain_results[key]) - float(piped_results[key])) < 1e-5, key
