@@ -39,6 +39,30 @@ How the model is placed without knowing it: modeling.BertModel names its parts (
 ("layer", k), "pooler") to the placer of modeling.part_placement_scope; `StagePlacer` answers
 with a device. Everything the task builds around the model (heads, losses) runs on the last
 stage.
+
+Two models in one tower (ELECTRA, pretraining/electra_model.py). The generator embeds with the
+discriminator's tables and announces them with the discriminator's config (modeling.begin_model)
+before anything else, so the discriminator sets the cut; the generator's layer k then goes to
+the stage of the discriminator's layer at the same relative depth (the same k: it has the same
+depth), its embedding projection to the first stage, its masked-LM head (tied to the shared
+word table), the sampling and the corruption to the last. Why the same cut rather than the
+whole generator on one stage: a generator layer of 1/4 the width holds about 1/16 of a
+discriminator layer's parameters and 1/4 of its activations (1/4 of the width and of the
+heads), so following the cut adds the same quarter to every stage's activations (and ~6% to its
+layers' parameters) and keeps the discriminator's balance whatever K is. The whole generator on
+one stage adds L/4 discriminator layers' worth of activations there: BERT-base at K=2 (cut 8/4
+layers, the word table with the last stage) would hold 8 + 3 = 11 layer-equivalents on stage 0
+against 8 + 2 = 10 with the cut; at K=4 (4/4/4/0 + table) a stage would grow from 4 to 7. (At
+K=2 the generator whole on the last stage would even things, 8 against 4 + 3, but only there;
+this is reasoned from the sizes, not measured.) The cost: a micro-batch crosses the stages twice
+(generator, then discriminator), sending the generator's [rows, seq, Hg] activations and their
+gradients over each boundary besides the discriminator's, and the corrupted ids [rows, seq] from
+the last stage back to the first; the fill and drain of each phase grow by the generator's share
+of the compute. Under 1F1B the gate of (stage s, micro-batch m) holds the entry ops of both
+parts of m on stage s, so "at most K-s micro-batches live on stage s" still holds, counting a
+micro-batch's generator and discriminator activations as one micro-batch; the gates only ever
+wait for earlier micro-batches, so the two crossings add no cycle
+(tests/test_electra_pipeline.py).
 """
 
 import collections
