@@ -135,8 +135,9 @@ def _eval_results(out):
     return dict(line.strip().split(" = ") for line in f)
 
 
-def test_script_trains_electra_on_two_towers_of_two_stages_with_1f1b(tmp_path):
-  """--n_gpus=4 --pipeline_stages=2 --pipeline_schedule=1f1b --num_micro_batches=2: trains,
+def test_script_trains_electra_on_two_towers_of_two_stages_with_1f1b_and_accumulation(tmp_path):
+  """--n_gpus=4 --pipeline_stages=2 --pipeline_schedule=1f1b --num_micro_batches=2
+  --grad_accum_steps=2: trains,
   evaluates on the stages, and leaves a checkpoint that an unsplit run (--n_gpus=1) loads and
   scores the same."""
   paths = pretraining_helpers.write_tiny_corpus(tmp_path, CONFIG, documents=8)
@@ -152,9 +153,11 @@ def test_script_trains_electra_on_two_towers_of_two_stages_with_1f1b(tmp_path):
   piped = run_script("run_pretraining_mgpu.py", *common, "--do_train", "--num_train_steps=3",
                      "--train_batch_size=4", "--num_warmup_steps=0", "--learning_rate=1e-3",
                      "--n_gpus=4", "--pipeline_stages=2", "--pipeline_schedule=1f1b",
-                     "--num_micro_batches=2")
+                     "--num_micro_batches=2", "--grad_accum_steps=2")
   assert piped.returncode == 0, piped.stderr[-3000:]
   assert "tower 1 stage 1 -> /device:CPU:3" in piped.stderr
+  assert "Training 2 towers x 1 processes x 4 examples x 2 accumulation steps = global batch 16, " \
+      "steps 0 -> 3" in piped.stderr
   piped_results = _eval_results(out)
   assert int(piped_results["global_step"]) == 3
   exported = dict(tf.train.list_variables(os.path.join(out, "export", "bert_model.ckpt")))
