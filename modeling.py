@@ -73,9 +73,8 @@ def part_placement_scope(placer):
 
   tower_utils sets it for pipeline stages, so the model never learns about devices: it only
   names its parts. `placer` has `begin(config)`, called once per model with its BertConfig
-  (begin_model), and
-  `device(part, index=None)` -> a device string or function for part "embeddings",
-  ("layer", k) or "pooler".
+  (begin_model), and `device(part, index=None)` -> a device string or function for part
+  "embeddings", ("layer", k) or "pooler".
   """
   _PART_PLACERS.append(placer)
   try:
