@@ -72,9 +72,9 @@ def part_placement_scope(placer):
   """Every BertModel built inside asks `placer` where each of its parts goes.
 
   tower_utils sets it for pipeline stages, so the model never learns about devices: it only
-  names its parts. `placer` has `begin(config)`, called once per model with its BertConfig, and
-  `device(part, index=None)` -> a device string or function for part "embeddings",
-  ("layer", k) or "pooler".
+  names its parts. `placer` has `begin(config)`, called once per model with its BertConfig
+  (begin_model), and `device(part, index=None)` -> a device string or function for part
+  "embeddings", ("layer", k) or "pooler".
   """
   _PART_PLACERS.append(placer)
   try:
@@ -134,8 +134,21 @@ def seeded_dropout_scope(seed):
     _DROPOUT_SEEDS.pop()
 
 
-def _part(part, index=None):
-  """tf.device scope of a model part under the innermost placer (no scope without one)."""
+def begin_model(config):
+  """Tells the innermost placer that the parts of a model of `config` follow.
+
+  BertModel calls it; so must code that builds an encoder from bert_embeddings and
+  transformer_model itself (ELECTRA's generator), before naming its parts with part_scope.
+  """
+  if _PART_PLACERS[-1] is not None:
+    _PART_PLACERS[-1].begin(config)
+
+
+def part_scope(part, index=None):
+  """tf.device scope of a model part under the innermost placer (no scope without one).
+
+  part: "embeddings", "layer" (index: the encoder layer) or "pooler".
+  """
   placer = _PART_PLACERS[-1]
   if placer is None:
     return contextlib.nullcontext()
@@ -316,18 +329,17 @@ class BertModel(object):
     if token_type_ids is None:
       token_type_ids = tf.zeros(shape=[batch_size, seq_length], dtype=tf.int32)
 
+    begin_model(config)
     # An explicit name (stock uses default_name="bert") so that building the model again under
     # reuse finds bert/... instead of creating a uniquified bert_1/... copy.
-    if _PART_PLACERS[-1] is not None:
-      _PART_PLACERS[-1].begin(config)
     with tf.variable_scope(scope or "bert"):
-      with tf.variable_scope("embeddings"), _part("embeddings"):
+      with tf.variable_scope("embeddings"), part_scope("embeddings"):
         (self.embedding_output, self.embedding_table) = bert_embeddings(
             config, input_ids, token_type_ids, use_one_hot_embeddings)
 
       with tf.variable_scope("encoder"):
         if attention_mask is None:
-          with _part("embeddings"):
+          with part_scope("embeddings"):
             attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
         # float32 residual stream; attention and feed-forward blocks compute in compute_type.
         self.all_encoder_layers = transformer_model(
@@ -347,7 +359,7 @@ class BertModel(object):
       self.sequence_output = self.all_encoder_layers[-1]
       # The pooler takes the hidden state of the first token ([CLS]) through a tanh dense layer,
       # pre-trained on next-sentence prediction.
-      with tf.variable_scope("pooler"), _part("pooler"):
+      with tf.variable_scope("pooler"), part_scope("pooler"):
         first_token_tensor = tf.squeeze(self.sequence_output[:, 0:1, :], axis=1)
         self.pooled_output = dense_layer(
             first_token_tensor, config.hidden_size, name="dense", activation=tf.tanh,
@@ -863,13 +875,13 @@ def transformer_model(input_tensor,
   compute_type = tf.as_dtype(compute_type or get_compute_dtype())
   residual_type = input_tensor.dtype
   # Layers work on 2D [batch*seq, width] tensors: the reshapes are free and matmuls are faster.
-  with _part("layer", 0):
+  with part_scope("layer", 0):
     prev_output = reshape_to_matrix(input_tensor)
   initializer = create_initializer(initializer_range)
 
   layer_seeds = None
   if hidden_dropout_prob or attention_probs_dropout_prob:
-    with _part("layer", 0):
+    with part_scope("layer", 0):
       layer_seeds = _layer_dropout_seeds(num_hidden_layers)
 
   def one_layer(layer_input, seed):
@@ -914,7 +926,7 @@ def transformer_model(input_tensor,
   runner = _LAYER_RUNNERS[-1]
   all_layer_outputs = []
   for layer_idx in range(num_hidden_layers):
-    with tf.variable_scope("layer_%d" % layer_idx), _part("layer", layer_idx):
+    with tf.variable_scope("layer_%d" % layer_idx), part_scope("layer", layer_idx):
       seed = None if layer_seeds is None else layer_seeds[layer_idx]
       layer_fn = functools.partial(one_layer, seed=seed)
       prev_output = runner(layer_fn, prev_output) if runner else layer_fn(prev_output)

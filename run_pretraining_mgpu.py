@@ -145,8 +145,7 @@ def objective_from_flags(bert_config):
   """The --objective (mlm.MaskedLmObjective or electra.ElectraObjective), checked.
 
   Raises:
-    InputError: a bad --generator_hidden_ratio or --disc_weight, or ELECTRA with pipeline
-      stages (not built).
+    InputError: a bad --generator_hidden_ratio or --disc_weight.
   """
   if FLAGS.objective == "mlm":
     return mlm.MaskedLmObjective(bert_config)
@@ -155,9 +154,6 @@ def objective_from_flags(bert_config):
                          FLAGS.generator_hidden_ratio)
   if FLAGS.disc_weight < 0.0:
     raise cli.InputError("--disc_weight=%s: expected a number >= 0" % FLAGS.disc_weight)
-  if FLAGS.pipeline_stages > 1:
-    raise cli.InputError("--objective=electra does not support --pipeline_stages=%d yet; use "
-                         "data-parallel towers (--pipeline_stages=1)" % FLAGS.pipeline_stages)
   return electra.ElectraObjective(
       bert_config, FLAGS.generator_hidden_ratio, FLAGS.disc_weight, eval_seed=FLAGS.random_seed)
 

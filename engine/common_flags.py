@@ -101,7 +101,9 @@ def define_pipeline_flags():
           "Cut the model into this many stages, each on its own device, for models (or "
           "batches) that do not fit one card: --n_gpus devices make n_gpus / pipeline_stages "
           "model replicas (towers), each tower's stages on consecutive devices. Data "
-          "parallelism is faster when the model fits.")
+          "parallelism is faster when the model fits. --objective=electra: the generator's "
+          "layers go to the stages of the model's layers of the same depth, so a micro-batch "
+          "crosses the stages twice (generator, then discriminator).")
   _define("integer", "num_micro_batches", 1,
           "With --pipeline_stages: each tower's train_batch_size rows flow through its stages "
           "as this many micro-batches, so the stages work at the same time; the idle share is "

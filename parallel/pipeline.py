@@ -39,6 +39,30 @@ How the model is placed without knowing it: modeling.BertModel names its parts (
 ("layer", k), "pooler") to the placer of modeling.part_placement_scope; `StagePlacer` answers
 with a device. Everything the task builds around the model (heads, losses) runs on the last
 stage.
+
+Two models in one tower (ELECTRA, pretraining/electra_model.py). The generator embeds with the
+discriminator's tables and announces them with the discriminator's config (modeling.begin_model)
+before anything else, so the discriminator sets the cut; the generator's layer k then goes to
+the stage of the discriminator's layer at the same relative depth (the same k: it has the same
+depth), its embedding projection to the first stage, its masked-LM head (tied to the shared
+word table), the sampling and the corruption to the last. Why the same cut rather than the
+whole generator on one stage: a generator layer of 1/4 the width holds about 1/16 of a
+discriminator layer's parameters and 1/4 of its activations (1/4 of the width and of the
+heads), so following the cut adds the same quarter to every stage's activations (and ~6% to its
+layers' parameters) and keeps the discriminator's balance whatever K is. The whole generator on
+one stage adds L/4 discriminator layers' worth of activations there: BERT-base at K=2 (cut 8/4
+layers, the word table with the last stage) would hold 8 + 3 = 11 layer-equivalents on stage 0
+against 8 + 2 = 10 with the cut; at K=4 (4/4/4/0 + table) a stage would grow from 4 to 7. (At
+K=2 the generator whole on the last stage would even things, 8 against 4 + 3, but only there;
+this is reasoned from the sizes, not measured.) The cost: a micro-batch crosses the stages twice
+(generator, then discriminator), sending the generator's [rows, seq, Hg] activations and their
+gradients over each boundary besides the discriminator's, and the corrupted ids [rows, seq] from
+the last stage back to the first; the fill and drain of each phase grow by the generator's share
+of the compute. Under 1F1B the gate of (stage s, micro-batch m) holds the entry ops of both
+parts of m on stage s, so "at most K-s micro-batches live on stage s" still holds, counting a
+micro-batch's generator and discriminator activations as one micro-batch; the gates only ever
+wait for earlier micro-batches, so the two crossings add no cycle
+(tests/test_electra_pipeline.py).
 """
 
 import collections
@@ -129,18 +153,26 @@ class StagePlacer(object):
     """stage_devices: the tower's device of each stage, first to last."""
     self.stage_devices = list(stage_devices)
     self.plan = None
+    self._layer_stage = None  # stage of each encoder layer of the model being built
 
   def begin(self, config):
-    """Called by BertModel with its config: cuts it (the same cut for every model built)."""
-    plan = plan_stages(config, len(self.stage_devices))
-    if self.plan is not None and plan != self.plan:
-      raise ValueError("two BERT models of different shapes in one pipelined tower")
-    self.plan = plan
+    """Called (modeling.begin_model) with the config of each model about to be built.
+
+    The first model of the tower sets the cut, plan_stages(config); every model built after
+    it (the same model again for the next micro-batch, or ELECTRA's discriminator after its
+    generator) keeps that cut. A model of another depth places its layer k with the first
+    model's layer at the same relative depth (see "Two models in one tower" above).
+    """
+    if self.plan is None:
+      self.plan = plan_stages(config, len(self.stage_devices))
+    cut = self.plan.layer_stage
+    layers = config.num_hidden_layers
+    self._layer_stage = [cut[k * len(cut) // layers] for k in range(layers)]
 
   def device(self, part, index=None):
     """Device (or device function) of a model part: "embeddings", "layer" k or "pooler"."""
     if part == "layer":
-      return self.stage_devices[self.plan.layer_stage[index]]
+      return self.stage_devices[self._layer_stage[index]]
     if part == "pooler":
       return self.stage_devices[-1]
     word_device = self.stage_devices[self.plan.word_embedding_stage]

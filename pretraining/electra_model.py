@@ -141,14 +141,20 @@ def generator_sequence_output(bert_config, gen_config, is_training, input_ids, i
     for config in (gen_config, embed_config):
       config.hidden_dropout_prob = 0.0
       config.attention_probs_dropout_prob = 0.0
-  with tf.variable_scope("bert/embeddings"):
+  # The embeddings are the discriminator's: announced with its config, first, so that a
+  # placer (pipeline stages) cuts the tower by the discriminator and puts the tables where the
+  # discriminator will look for them.
+  modeling.begin_model(bert_config)
+  with tf.variable_scope("bert/embeddings"), modeling.part_scope("embeddings"):
     embedded, table = modeling.bert_embeddings(embed_config, input_ids, token_type_ids)
   with tf.variable_scope("generator"):
-    projected = modeling.dense_layer(
-        embedded, gen_config.hidden_size, name="embeddings_project",
-        initializer=modeling.create_initializer(gen_config.initializer_range))
-    with tf.variable_scope("encoder"):
+    with modeling.part_scope("embeddings"):  # [B, L, Hg] leaves the stage, not [B, L, H].
+      projected = modeling.dense_layer(
+          embedded, gen_config.hidden_size, name="embeddings_project",
+          initializer=modeling.create_initializer(gen_config.initializer_range))
       attention_mask = modeling.create_attention_mask_from_input_mask(input_ids, input_mask)
+    modeling.begin_model(gen_config)
+    with tf.variable_scope("encoder"):
       sequence_output = modeling.transformer_model(
           input_tensor=projected,
           attention_mask=attention_mask,

@@ -292,7 +292,6 @@ def test_script_trains_resumes_evaluates_predicts_and_exports_stock_bert(data, t
 @pytest.mark.parametrize("args, fragment", [
     (["--generator_hidden_ratio=0"], "--generator_hidden_ratio=0.0: expected a value in (0, 1]"),
     (["--disc_weight=-1"], "--disc_weight=-1.0: expected a number >= 0"),
-    (["--pipeline_stages=2", "--n_gpus=2"], "does not support --pipeline_stages=2"),
 ])
 def test_bad_electra_flags_are_one_line_errors(args, fragment):
   flags.FLAGS.unparse_flags()
