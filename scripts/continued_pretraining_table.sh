@@ -15,8 +15,8 @@
 # tied to the checkpoint's word embeddings); run_pretraining_mgpu.py logs it at start.
 #
 # Knobs, checked before any work:
-#   SEEDS (default "1 2 3"): fine-tuning seeds.   BUDGETS (default "100 300"): pretraining steps.
-#   MAX_SEQ_LENGTH (128), FINETUNE_EPOCHS (3), FINETUNE_LR (5e-5), PRETRAIN_LR (1e-4, warm-up
+#   SEEDS (default "1 2 3"): fine-tuning seeds.   BUDGETS (default "40 150"): pretraining steps.
+#   MAX_SEQ_LENGTH (64), FINETUNE_EPOCHS (2), FINETUNE_LR (5e-5), PRETRAIN_LR (1e-4, warm-up
 #   over the first 10%), MRPC_DIR (../shared/data/glue/MRPC). Every stage is skipped when its output exists, so a rerun
 #   continues; fine-tuning runs are filed under their recipe, so a new recipe never reuses them.
 #   TABLE_ONLY=1: print the table of the runs finished so far, run nothing.
@@ -25,9 +25,9 @@ WORK="${1:-output/continued_pretraining}"
 MRPC_DIR="${MRPC_DIR:-../shared/data/glue/MRPC}"
 ARMS="${ARMS:-mlm macbert electra}"
 SEEDS="${SEEDS:-1 2 3}"
-BUDGETS="${BUDGETS:-100 300}"
-MAX_SEQ_LENGTH="${MAX_SEQ_LENGTH:-128}"
-FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-3}"
+BUDGETS="${BUDGETS:-40 150}"
+MAX_SEQ_LENGTH="${MAX_SEQ_LENGTH:-64}"
+FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-2}"
 FINETUNE_LR="${FINETUNE_LR:-5e-5}"
 PRETRAIN_LR="${PRETRAIN_LR:-1e-4}"
 TRAIN_BATCH_SIZE=16  # per tower, 2 towers, in both stages
@@ -120,27 +120,25 @@ pretrain() {  # pretrain ARM STEPS OUTPUT_DIR
 }
 
 # 4. Fine-tuning: the same recipe from every start.
-finetune() {  # finetune NAME INIT_CHECKPOINT: SEEDS runs into $WORK/$RECIPE/NAME/seed<k>
-  local name=$1 init=$2
-  for seed in $SEEDS; do
-    local run="$WORK/$RECIPE/$name/seed$seed"
-    [ -f "$run/eval_results.txt" ] && continue
-    echo "== fine-tune $name, seed $seed; load: $(uptime | sed 's/.*load average: //')"
-    mkdir -p "$run"
-    python run_classifier_mgpu.py --task_name=mrpc --data_dir="$MRPC_DIR" \
-      --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
-      --init_checkpoint="$init" --output_dir="$run" --do_train --do_eval \
-      --max_seq_length="$MAX_SEQ_LENGTH" --train_batch_size="$TRAIN_BATCH_SIZE" \
-      --eval_batch_size=64 --learning_rate="$FINETUNE_LR" --num_train_epochs="$FINETUNE_EPOCHS" \
-      --n_gpus=2 --log_every_n_steps=20 --save_checkpoints_steps=100000 \
-      --random_seed="$seed" 2> "$run.log"
-    rm -f "$run"/model.ckpt-*  # only eval_results.txt is needed; the weights are ~100 MB a run
-  done
+finetune() {  # finetune NAME INIT_CHECKPOINT SEED: one run into $WORK/$RECIPE/NAME/seed<SEED>
+  local name=$1 init=$2 seed=$3
+  local run="$WORK/$RECIPE/$name/seed$seed"
+  [ -f "$run/eval_results.txt" ] && return
+  echo "== fine-tune $name, seed $seed; load: $(uptime | sed 's/.*load average: //')"
+  mkdir -p "$run"
+  python run_classifier_mgpu.py --task_name=mrpc --data_dir="$MRPC_DIR" \
+    --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
+    --init_checkpoint="$init" --output_dir="$run" --do_train --do_eval \
+    --max_seq_length="$MAX_SEQ_LENGTH" --train_batch_size="$TRAIN_BATCH_SIZE" \
+    --eval_batch_size=64 --learning_rate="$FINETUNE_LR" --num_train_epochs="$FINETUNE_EPOCHS" \
+    --n_gpus=2 --log_every_n_steps=20 --save_checkpoints_steps=100000 \
+    --random_seed="$seed" 2> "$run.log"
+  rm -f "$run"/model.ckpt-*  # only eval_results.txt is needed; the weights are ~100 MB a run
 }
 
-# Cheapest first: the plain start, then each budget (smallest first) for every arm, so a run
-# cut short still leaves whole rows.
-finetune plain "$BERT/bert_model.ckpt"
+# Every start first (cheapest budget first), then the fine-tuning runs seed by seed, so a run
+# cut short still leaves every row with the same seeds.
+names=(plain) inits=("$BERT/bert_model.ckpt")
 for steps in $(printf '%s\n' $BUDGETS | sort -n); do
   for arm in $ARMS; do
     out="$WORK/pretrain/$arm/steps$steps"
@@ -150,7 +148,12 @@ for steps in $(printf '%s\n' $BUDGETS | sort -n); do
       pretrain "$arm" "$steps" "$out" 2> "$out.log"
       grep -h "not in --init_checkpoint" "$out.log" | sed 's/^.*\] /   /'
     fi
-    finetune "$arm/steps$steps" "$out/export/bert_model.ckpt"
+    names+=("$arm/steps$steps") inits+=("$out/export/bert_model.ckpt")
+  done
+done
+for seed in $SEEDS; do
+  for i in "${!names[@]}"; do
+    finetune "${names[$i]}" "${inits[$i]}" "$seed"
   done
 done
 
