@@ -13,7 +13,16 @@ have already averaged (see tower_utils.py). Both create the stock slot variables
 Layer-wise learning-rate decay (`layerwise_lr_decay=D` < 1, ELECTRA's fine-tuning recipe): with L
 transformer layers, `encoder/layer_k/` (k = 0..L-1) is updated at lr * D^(L-k), the embeddings
 at lr * D^(L+1), everything else (the pooler, task heads) at lr; see `layerwise_lr_factors`.
+
+Holding variables still (`hold=Hold(names, until_step)`): the named variables (e.g. an encoder
+restored from a checkpoint, while a new head learns on top of it) do not move during the first
+`until_step` updates: their gradients are zeroed before clipping (so the global norm is the new
+part's, and their Adam moments stay zero) and their learning rate is 0. From update
+until_step + 1 on they train, their rate warming up linearly over `num_warmup_steps` updates
+as a new run's would (their Adam moments start from zero then). See `hold_factor`.
 """
+
+import collections
 
 import re
 
@@ -144,9 +153,63 @@ def _log_layer_factors(factors, decay):
 OPTIMIZERS = ("adamw", "lamb")
 
 
+class Hold(collections.namedtuple("Hold", ["names", "until_step"])):
+  """Variables (by stock name) that stay still for the first `until_step` updates."""
+
+
+def hold_factor(global_step, until_step, num_warmup_steps):
+  """The learning-rate factor of held variables at `global_step` (updates applied so far).
+
+  0 for the first until_step updates (global_step < until_step), then (global_step -
+  until_step + 1) / num_warmup_steps up to 1: update until_step + k runs at k / warm-up of the
+  schedule's rate.
+
+  Returns:
+    float32 scalar Tensor in [0, 1].
+  """
+  step = tf.cast(global_step, tf.float32)
+  ramp = (step - float(until_step) + 1.0) / float(max(1, num_warmup_steps))
+  return tf.clip_by_value(ramp, 0.0, 1.0)
+
+
+def _hold_still(replica_grads_and_vars, hold, global_step, num_warmup_steps, lr_factors):
+  """Zeroes the held variables' gradients while they are held; adds their rate factors.
+
+  Args:
+    replica_grads_and_vars: list (one per replica) of lists of (gradient or None, Variable),
+      aligned with replica 0's, whose variables carry the stock names.
+    hold: Hold.
+    global_step, num_warmup_steps: as in create_replicated_train_op.
+    lr_factors: None or dict variable name -> float factor (layer-wise decay).
+
+  Returns:
+    (replica_grads_and_vars with gated gradients, dict variable name -> factor (float or Tensor)).
+  """
+  names = set(hold.names)
+  held = [v.op.name in names for _, v in replica_grads_and_vars[0]]
+  moving = tf.cast(global_step >= hold.until_step, tf.float32)  # 0.0 while held
+  factor = hold_factor(global_step, hold.until_step, num_warmup_steps)
+  factors = dict(lr_factors or {})
+  gated = []
+  for grads_and_vars in replica_grads_and_vars:
+    replica = []
+    for is_held, (grad, var) in zip(held, grads_and_vars):
+      if is_held and grad is not None:
+        with tf.colocate_with(var):
+          if isinstance(grad, tf.IndexedSlices):
+            grad = tf.IndexedSlices(grad.values * tf.cast(moving, grad.values.dtype),
+                                    grad.indices, grad.dense_shape)
+          else:
+            grad = grad * tf.cast(moving, grad.dtype)
+        factors[var.op.name] = factor * factors.get(var.op.name, 1.0)
+      replica.append((grad, var))
+    gated.append(replica)
+  return gated, factors
+
+
 def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_warmup_steps,
                                global_step=None, clip_norm=CLIP_NORM, optimizer="adamw",
-                               loss_scale=None, layerwise_lr_decay=1.0):
+                               loss_scale=None, layerwise_lr_decay=1.0, hold=None):
   """The BERT update for gradients already computed (and, with towers, already averaged).
 
   Args:
@@ -160,6 +223,7 @@ def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_war
     loss_scale: optional DynamicLossScale (the gradients are already unscaled).
     layerwise_lr_decay: D < 1 scales each variable's learning rate by its
       layerwise_lr_factors (1.0: one rate for all, stock).
+    hold: optional Hold: variables that stay still for its first until_step updates.
 
   Returns:
     (train_op, learning_rate): the op applying one update and incrementing global_step (its
@@ -168,12 +232,13 @@ def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_war
   """
   return create_replicated_train_op([grads_and_vars], init_lr, num_train_steps,
                                     num_warmup_steps, global_step, clip_norm, optimizer,
-                                    loss_scale, layerwise_lr_decay)
+                                    loss_scale, layerwise_lr_decay, hold)
 
 
 def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
                                num_warmup_steps, global_step=None, clip_norm=CLIP_NORM,
-                               optimizer="adamw", loss_scale=None, layerwise_lr_decay=1.0):
+                               optimizer="adamw", loss_scale=None, layerwise_lr_decay=1.0,
+                               hold=None):
   """One update applied to each replica of the variables, from its own copy of the gradients.
 
   Every replica's gradients are identical (reduced by tower_utils), and so are its variables, so
@@ -182,7 +247,7 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
   Args:
     replica_grads_and_vars: list (one per replica) of lists of (gradient or None, Variable).
     init_lr, num_train_steps, num_warmup_steps, global_step, clip_norm, optimizer,
-      layerwise_lr_decay: see create_train_op_from_grads.
+      layerwise_lr_decay, hold: see create_train_op_from_grads.
     loss_scale: optional DynamicLossScale. The update (all replicas) and the global_step
       increment then run only when replica 0's gradients are all finite; otherwise the step is
       skipped, global_step does not advance, and the scale is lowered.
@@ -199,6 +264,9 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
         [v.op.name for grads_and_vars in replica_grads_and_vars for _, v in grads_and_vars],
         layerwise_lr_decay)
     _log_layer_factors(lr_factors, layerwise_lr_decay)
+  if hold is not None and hold.until_step > 0:
+    replica_grads_and_vars, lr_factors = _hold_still(replica_grads_and_vars, hold, global_step,
+                                                     num_warmup_steps, lr_factors)
   opt = make_optimizer(optimizer, learning_rate, lr_factors)
 
   clipped, norms = [], []
@@ -303,7 +371,8 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     """Constructs an AdamWeightDecayOptimizer.
 
     lr_factors: optional dict variable name -> factor of `learning_rate` for that variable
-      (layer-wise decay); a variable not in it gets the factor 1.
+      (layer-wise decay: a float; a held variable: a scalar Tensor); a variable not in it gets
+      the factor 1.
     """
     super(AdamWeightDecayOptimizer, self).__init__(False, name)
     self.lr_factors = lr_factors or {}
@@ -319,7 +388,9 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
   def _learning_rate(self, param_name):
     """The learning rate of `param_name`: learning_rate times its layer-wise factor."""
     factor = self.lr_factors.get(param_name, 1.0)
-    return self.learning_rate if factor == 1.0 else self.learning_rate * factor
+    if isinstance(factor, float) and factor == 1.0:
+      return self.learning_rate
+    return self.learning_rate * factor
 
   def create_slots(self, var_list):
     """Creates the adam_m and adam_v slots of every variable, next to it (same device).
