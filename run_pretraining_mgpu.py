@@ -107,6 +107,15 @@ flags.DEFINE_float(
     "disc_weight", electra_model.DEFAULT_DISC_WEIGHT,
     "--objective=electra: loss = generator masked-LM loss + disc_weight x discriminator loss.")
 
+flags.DEFINE_integer(
+    "head_first_steps", -1,
+    "Updates during which the weights that --init_checkpoint restores stay frozen while what it "
+    "lacks (the MLM head of a converted encoder; ELECTRA's generator and replaced-token head) "
+    "learns; then everything trains, the restored weights' learning rate warming up over "
+    "--num_warmup_steps. -1 (default): a quarter of --num_train_steps when the checkpoint lacks "
+    "something, else 0 (a checkpoint with its heads, such as Google's, trains as stock). "
+    "0: train everything from the first update.")
+
 def record_format(files, flag_name):
   """What the records in `files` hold, reconciled with the shape flags.
 
@@ -154,8 +163,21 @@ def objective_from_flags(bert_config):
                          FLAGS.generator_hidden_ratio)
   if FLAGS.disc_weight < 0.0:
     raise cli.InputError("--disc_weight=%s: expected a number >= 0" % FLAGS.disc_weight)
+  generator_config = None
+  companion = electra.companion_generator(FLAGS.init_checkpoint)
+  if companion:
+    generator_config = companion[1]
+    if FLAGS["generator_hidden_ratio"].present:
+      raise cli.InputError(
+          "--generator_hidden_ratio=%s: --init_checkpoint=%s has its generator beside it "
+          "(%s, hidden_size %d), which the run continues; drop the flag" %
+          (FLAGS.generator_hidden_ratio, FLAGS.init_checkpoint, companion[0],
+           generator_config.hidden_size))
+    logging.info("--objective=electra: continuing the generator of %s (hidden_size %d)",
+                 companion[0], generator_config.hidden_size)
   return electra.ElectraObjective(
-      bert_config, FLAGS.generator_hidden_ratio, FLAGS.disc_weight, eval_seed=FLAGS.random_seed)
+      bert_config, FLAGS.generator_hidden_ratio, FLAGS.disc_weight, eval_seed=FLAGS.random_seed,
+      generator_config=generator_config)
 
 
 def checkpoint_has_nsp_head(checkpoint):
@@ -257,8 +279,12 @@ def main(_):
     check_vocab_matches(bert_config, train_files)
     training.train(objective.tower_fn_builder(fmt["has_nsp"], is_training=True),
                    pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
-                   common_flags.train_spec(setup, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-                                           max_seq_length=fmt["max_seq_length"]))
+                   common_flags.train_spec(
+                       setup, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                       max_seq_length=fmt["max_seq_length"],
+                       head_first_steps=None if FLAGS.head_first_steps == -1 else
+                       FLAGS.head_first_steps,
+                       init_companions=objective.init_companions(setup.init_checkpoint)))
     checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file,
                              scopes=objective.export_scopes)
     objective.export(setup.output_dir)

@@ -37,12 +37,14 @@ def check_init_checkpoint(init_checkpoint):
                      "files, e.g. .../bert_model.ckpt)" % (init_checkpoint, init_checkpoint))
 
 
-def restore_from_init_checkpoint(init_checkpoint, savable_variables):
+def restore_from_init_checkpoint(init_checkpoint, savable_variables, companions=()):
   """Overrides the initializers of graph variables found in `init_checkpoint` (by exact name).
 
   Args:
     init_checkpoint: checkpoint prefix.
     savable_variables: the stock-named variables of the graph (strategy.savable_variables()).
+    companions: ((checkpoint prefix, scope), ...): the variables under each scope are restored
+      from that checkpoint instead (e.g. ELECTRA's generator/ from generator/generator.ckpt).
 
   Raises InputError when a variable's shape differs from the checkpoint's, naming it: that means
   bert_config_file (or the vocab) does not belong to the checkpoint.
@@ -51,18 +53,15 @@ def restore_from_init_checkpoint(init_checkpoint, savable_variables):
   # global_step and Adam slots, and restoring those would make a new run start at the old step.
   trainable_names = {v.op.name for v in tf.trainable_variables()}
   tvars = [v for v in savable_variables if v.op.name in trainable_names]
-  assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
-      tvars, init_checkpoint)
-  ckpt_shapes = dict(tf.train.list_variables(init_checkpoint))
-  by_name = {v.op.name: v for v in tvars}
-  for name in assignment_map:
-    graph_shape = by_name[name].shape.as_list()
-    if list(ckpt_shapes[name]) != graph_shape:
-      raise InputError(
-          "--init_checkpoint=%s: variable %s has shape %s there but %s in the model; does "
-          "--bert_config_file belong to this checkpoint?" %
-          (init_checkpoint, name, list(ckpt_shapes[name]), graph_shape))
-  tf.train.init_from_checkpoint(init_checkpoint, assignment_map)
+  initialized = set()
+  sources = [(checkpoint, scope, [v for v in tvars if v.op.name.startswith(scope)])
+             for checkpoint, scope in companions]
+  taken = {v.op.name for _, _, part in sources for v in part}
+  sources.insert(0, (init_checkpoint, "", [v for v in tvars if v.op.name not in taken]))
+  for checkpoint, scope, part in sources:
+    initialized |= _restore_part(checkpoint, part)
+    if scope:
+      logging.info("Initialized %s* from %s", scope, checkpoint)
   missing = [v.op.name for v in tvars if v.op.name not in initialized]
   logging.info("Initialized %d of %d trainable variables from %s", len(tvars) - len(missing),
                len(tvars), init_checkpoint)
@@ -70,6 +69,25 @@ def restore_from_init_checkpoint(init_checkpoint, savable_variables):
     logging.info("  not in init_checkpoint (trained from scratch): %s", name)
   for line in describe_fresh_variables(missing):
     logging.warning(line)
+
+
+def _restore_part(checkpoint, variables):
+  """Restores `variables` found in `checkpoint` (by exact name); returns the names restored.
+
+  Raises InputError when a variable's shape differs from the checkpoint's, naming it.
+  """
+  assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(variables, checkpoint)
+  ckpt_shapes = dict(tf.train.list_variables(checkpoint))
+  by_name = {v.op.name: v for v in variables}
+  for name in assignment_map:
+    graph_shape = by_name[name].shape.as_list()
+    if list(ckpt_shapes[name]) != graph_shape:
+      raise InputError(
+          "--init_checkpoint=%s: variable %s has shape %s there but %s in the model; does "
+          "--bert_config_file belong to this checkpoint?" %
+          (checkpoint, name, list(ckpt_shapes[name]), graph_shape))
+  tf.train.init_from_checkpoint(checkpoint, assignment_map)
+  return set(initialized)
 
 
 # How the parts a checkpoint may lack start (scope prefix, what the user should know). A released

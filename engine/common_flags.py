@@ -524,9 +524,10 @@ def _check_predict_output(path):
     cli.require_output_file(path, "predict_output")
 
 
-def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None):
+def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None,
+               head_first_steps=0, init_companions=()):
   """A training.TrainSpec from the run setup and the shared flags (max_seq_length: see
-  load_config_and_tokenizer)."""
+  load_config_and_tokenizer; head_first_steps and init_companions: see training.TrainSpec)."""
   from engine import input_pipeline  # pylint: disable=g-import-not-at-top
   from engine import training  # pylint: disable=g-import-not-at-top
   return training.TrainSpec(
@@ -545,6 +546,8 @@ def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None):
       use_xla=FLAGS.use_xla,
       optimizer=FLAGS.optimizer,
       layerwise_lr_decay=FLAGS.layerwise_lr_decay,
+      head_first_steps=head_first_steps,
+      init_companions=tuple(init_companions),
       model_digest=input_pipeline.cache_key(
           input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
           max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case))

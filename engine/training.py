@@ -40,6 +40,7 @@ from core import formatting
 from engine import checkpoints as checkpoint_lib
 from engine import cli
 from engine import divergence
+from engine import head_first
 from engine import run_info
 import modeling
 import optimization
@@ -63,11 +64,15 @@ _TRAIN_SPEC_FIELDS = [
     "optimizer",  # "adamw" or "lamb"
     "model_digest",  # names the model config; every process of a run must have the same
     "layerwise_lr_decay",  # D < 1: layer k of L learns at lr * D^(L-k) (optimization.py)
+    "head_first_steps",  # updates during which what init_checkpoint restores stays still
+                         # while the new variables learn; None: HEAD_FIRST_AUTO (see below)
+    "init_companions",  # ((checkpoint, scope), ...): more checkpoints to restore the
+                        # variables under scope from (e.g. ELECTRA's generator)
 ]
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
-                                       defaults=("fp32", False, "adamw", "", 1.0))):
+                                       defaults=("fp32", False, "adamw", "", 1.0, 0, ()))):
   """What training.train needs, checked once where it is built."""
 
   def __new__(cls, *args, **kwargs):
@@ -81,6 +86,9 @@ class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
     if not 0.0 < spec.layerwise_lr_decay <= 1.0:
       raise InputError("--layerwise_lr_decay=%s: expected a number > 0 and <= 1" %
                        spec.layerwise_lr_decay)
+    if spec.head_first_steps is not None and spec.head_first_steps < 0:
+      raise InputError("--head_first_steps=%s: expected an integer >= 0, or -1 for the default"
+                       % spec.head_first_steps)
     if not isinstance(spec.parallel, tower_utils.ParallelSpec):
       raise TypeError("TrainSpec.parallel must be a tower_utils.ParallelSpec (parallel_spec())")
     return spec
@@ -104,7 +112,19 @@ TrainGraph = collections.namedtuple("TrainGraph", [
     "strategy",  # the parallel strategy: savable_variables(), is_chief, consistency_check()
     "grads_and_vars",  # replica 0's reduced (gradient, variable) pairs of the update
     "grad_norm",  # float32 scalar: the global norm of those gradients (before clipping)
+    "metrics",  # dict name -> float32 [2] (numerator, denominator) over this process's towers
+    "hold",  # optimization.Hold of the head-first phase, or None
 ])
+
+# A training tower's outputs named METRIC_PREFIX + name are metrics to log: float32 [2] Tensors
+# (numerator, denominator), e.g. (correct masked-LM predictions, predictions); see `metric`.
+METRIC_PREFIX = "metric/"
+
+
+def metric(numerator, denominator):
+  """A training metric of a tower (float32 [2]): the loop logs sum(numerators) /
+  sum(denominators) over towers and steps. Return it as outputs[METRIC_PREFIX + name]."""
+  return tf.stack([tf.cast(numerator, tf.float32), tf.cast(denominator, tf.float32)])
 
 
 def global_batch_size(spec):
@@ -114,7 +134,7 @@ def global_batch_size(spec):
           parallel.accum_steps)
 
 
-def build_train_graph(tower_fn, features, spec):
+def build_train_graph(tower_fn, features, spec, new_parts=0):
   """Builds the towers, the gradient reduction and the update of `spec` in the default graph.
 
   Args:
@@ -122,6 +142,8 @@ def build_train_graph(tower_fn, features, spec):
     features: dict of Tensors [batch_size_per_tower * n_towers, ...]: this process's
       micro-batch.
     spec: TrainSpec.
+    new_parts: the heads that spec.init_checkpoint lacks (head_first.new_parts): they learn
+      first, the rest held still (head_first.plan).
 
   Returns:
     TrainGraph. Build the Saver (over strategy.savable_variables()) after this call.
@@ -133,15 +155,18 @@ def build_train_graph(tower_fn, features, spec):
   towers = tower_utils.build_towers(
       _in_precision(tower_fn, PRECISIONS[spec.precision]), features, spec.parallel,
       loss_scale=loss_scale.scale if loss_scale else None, use_xla=spec.use_xla)
+  hold = head_first.plan(spec, [v for _, v in towers.replica_grads_and_vars[0]], new_parts)
   train_op, learning_rate = optimization.create_replicated_train_op(
       towers.replica_grads_and_vars, spec.learning_rate, spec.num_train_steps,
       spec.num_warmup_steps, global_step=global_step, optimizer=spec.optimizer,
-      loss_scale=loss_scale, layerwise_lr_decay=spec.layerwise_lr_decay)
+      loss_scale=loss_scale, layerwise_lr_decay=spec.layerwise_lr_decay, hold=hold)
   grad_norm = optimization.global_norm([g for g, _ in towers.grads_and_vars if g is not None])
+  metrics = {name[len(METRIC_PREFIX):]: tf.reduce_sum(tf.reshape(value, [-1, 2]), axis=0)
+             for name, value in towers.outputs.items() if name.startswith(METRIC_PREFIX)}
   return TrainGraph(train_op, towers.accumulate_ops, towers.loss, learning_rate,
                     loss_scale.scale if loss_scale else None, global_step,
                     towers.strategy.post_init_op(), ready_time, towers.strategy,
-                    towers.grads_and_vars, grad_norm)
+                    towers.grads_and_vars, grad_norm, metrics, hold)
 
 
 def _in_precision(tower_fn, dtype):
@@ -213,11 +238,15 @@ class _StepLogger(object):
     self._waited = 0.0
     self._updates_that_waited = 0
     self._updates = 0
+    self._metrics = collections.OrderedDict()
 
-  def add_loss(self, loss, waited=0.0):
-    """Records an applied update's loss and the seconds it waited for input."""
+  def add_loss(self, loss, waited=0.0, metrics=None):
+    """Records an applied update's loss, the seconds it waited for input and its metrics
+    (dict name -> (numerator, denominator))."""
     self._losses.append(float(loss))
     self.add_input_wait(waited)
+    for name, value in (metrics or {}).items():
+      self._metrics[name] = self._metrics.get(name, np.zeros(2)) + np.asarray(value, np.float64)
 
   def add_input_wait(self, waited):
     """Records the input wait of an update (skipped ones too: their time counts)."""
@@ -235,19 +264,25 @@ class _StepLogger(object):
     eta_seconds = (self._num_train_steps - step) * elapsed / steps
     mean_loss = float(np.mean(self._losses)) if self._losses else float("nan")
     wait_share = self._waited / elapsed
-    logging.info("step %d/%d  loss %.4f  lr %.3e  %.1f examples/sec  ETA %s  input wait %.1f%% "
+    metrics = collections.OrderedDict(
+        (name, num / den) for name, (num, den) in self._metrics.items() if den > 0)
+    logging.info("step %d/%d  loss %.4f  %slr %.3e  %.1f examples/sec  ETA %s  input wait %.1f%% "
                  "of step time (%d of %d steps waited)", step, self._num_train_steps, mean_loss,
-                 learning_rate, examples_per_sec, formatting.format_seconds(eta_seconds),
-                 100.0 * wait_share, self._updates_that_waited, self._updates)
+                 "".join("%s %.4f  " % item for item in metrics.items()), learning_rate,
+                 examples_per_sec, formatting.format_seconds(eta_seconds), 100.0 * wait_share,
+                 self._updates_that_waited, self._updates)
     if self._writer is not None:
       if summary_proto is not None:
         self._writer.add_summary(summary_proto, step)
       self._writer.add_summary(tf.Summary(value=[
           tf.Summary.Value(tag="examples_per_sec", simple_value=examples_per_sec),
           tf.Summary.Value(tag="loss_mean", simple_value=mean_loss),
-          tf.Summary.Value(tag="input_wait_share", simple_value=wait_share)]), step)
+          tf.Summary.Value(tag="input_wait_share", simple_value=wait_share)] + [
+              tf.Summary.Value(tag=name, simple_value=value)
+              for name, value in metrics.items()]), step)
       self._writer.flush()
     self._last_step, self._last_time, self._losses = step, now, []
+    self._metrics = collections.OrderedDict()
     self._waited, self._updates_that_waited, self._updates = 0.0, 0, 0
     return examples_per_sec
 
@@ -283,9 +318,12 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   resume_step = checkpoint_lib.checkpoint_step(resume_from)
   stopped = periodic_eval is not None and periodic_eval.patience_exhausted(resume_step)
   # The chief's facts win: only it has the checkpoints and best_results.txt.
+  new_parts = 0
+  if spec.head_first_steps != 0 and spec.parallel.cluster.is_chief:
+    new_parts = head_first.new_parts(spec.init_checkpoint, spec.init_companions)
   chiefs = tower_utils.join_processes(spec.parallel, _must_agree(spec, periodic_eval), {
       "start_step": resume_step, "stopped_early": int(stopped),
-      "best_step": periodic_eval.best_step if stopped else 0})
+      "best_step": periodic_eval.best_step if stopped else 0, "new_parts": new_parts})
   start_step = chiefs["start_step"]
   if start_step >= spec.num_train_steps:
     logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
@@ -296,8 +334,6 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
                  "to train", start_step, chiefs["best_step"])
     return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
   parallel = spec.parallel
-  if parallel.cluster.is_chief:
-    _note_schedule(spec, start_step)
   logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
                "batch %d, steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
                parallel.n_towers, parallel.cluster.num_workers, spec.batch_size_per_tower,
@@ -313,11 +349,13 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
       dataset = input_fn(spec.batch_size_per_tower * parallel.n_towers, spec.seed + start_step,
                          tower_utils.input_shard(parallel))
       features = tf.data.make_one_shot_iterator(stamp_ready_time(dataset)).get_next()
-    train_graph = build_train_graph(tower_fn, features, spec)
+    train_graph = build_train_graph(tower_fn, features, spec, chiefs["new_parts"])
     chief = train_graph.strategy.is_chief
+    if chief:
+      _note_schedule(spec, start_step, train_graph.hold)
     if start_step == 0 and spec.init_checkpoint and chief:
-      checkpoint_lib.restore_from_init_checkpoint(spec.init_checkpoint,
-                                   train_graph.strategy.savable_variables())
+      checkpoint_lib.restore_from_init_checkpoint(
+          spec.init_checkpoint, train_graph.strategy.savable_variables(), spec.init_companions)
     tf.summary.scalar("loss", train_graph.loss)
     tf.summary.scalar("learning_rate", train_graph.learning_rate)
     if train_graph.loss_scale is not None:
@@ -350,12 +388,20 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   return _end_of_training(spec, result, chief)
 
 
-def _note_schedule(spec, start_step):
+def _note_schedule(spec, start_step, hold):
   """Records the learning-rate schedule in run_info.json; a resumed run whose schedule differs
-  from the one its checkpoint was trained under (e.g. more epochs) is told how the rate jumps."""
+  from the one its checkpoint was trained under (e.g. more epochs) is told how the rate jumps,
+  and one whose head-first phase changed is told that too."""
   schedule = {"num_train_steps": spec.num_train_steps,
               "num_warmup_steps": spec.num_warmup_steps, "learning_rate": spec.learning_rate}
+  head_steps = hold.until_step if hold else 0
   old = (run_info.read(spec.output_dir) or {}).get(run_info.SCHEDULE)
+  old_head_steps = (old or {}).pop("head_first_steps", 0)
+  if start_step and old and old_head_steps != head_steps:
+    logging.warning("Resuming at step %d with a head-first phase of %d steps, but the run "
+                    "began with %d: the checkpoint's weights %s", start_step, head_steps,
+                    old_head_steps, "are frozen until step %d" % head_steps
+                    if start_step < head_steps else "train from here on")
   if start_step and old and old != schedule:
     before = optimization.learning_rate_at(start_step, **old)
     now = optimization.learning_rate_at(start_step, **schedule)
@@ -366,6 +412,8 @@ def _note_schedule(spec, start_step):
         "continue the same schedule", start_step, old["num_train_steps"],
         old["num_warmup_steps"], old["learning_rate"], spec.num_train_steps,
         spec.num_warmup_steps, spec.learning_rate, start_step, before, now)
+  if head_steps:
+    schedule["head_first_steps"] = head_steps
   run_info.record(spec.output_dir, run_info.SCHEDULE, schedule)
 
 
@@ -379,6 +427,7 @@ def _must_agree(spec, periodic_eval=None):
       ("--optimizer", spec.optimizer),
       ("--learning_rate", repr(spec.learning_rate)),
       ("--layerwise_lr_decay", repr(spec.layerwise_lr_decay)),
+      ("--head_first_steps", repr(spec.head_first_steps)),
       ("number of training steps (from --num_train_steps, or the training data and "
        "--num_train_epochs)", spec.num_train_steps),
       ("number of warm-up steps", spec.num_warmup_steps),
@@ -452,6 +501,9 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
   """
   step = int(sess.run(train_graph.global_step))
   logger = _StepLogger(writer, global_batch_size(spec), spec.num_train_steps, step)
+  report = None
+  if train_graph.hold and step < train_graph.hold.until_step:
+    report = head_first.Report(train_graph.hold, spec.output_dir if writer else None)
   loss_value = float("nan")
   skips = 0
   watch = divergence.Watch()
@@ -464,6 +516,8 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
         fetches["summary"] = summary_op
       if train_graph.loss_scale is not None:
         fetches["loss_scale"] = train_graph.loss_scale
+      if train_graph.metrics:
+        fetches["metrics"] = train_graph.metrics
       results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps, fetches)
       if int(results["step"]) == step:
         skips = _log_skipped_step(step, results["loss_scale"], skips + 1, checkpoints, watch)
@@ -478,7 +532,9 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
           logging.warning("step %d: the loss (%g) or gradient norm (%g) left its normal range; "
                           "checkpoints from here on are not resume points if the run diverges",
                           step, loss_value, results["grad_norm"])
-      logger.add_loss(loss_value, waited)
+      logger.add_loss(loss_value, waited, results.get("metrics"))
+      if report:
+        report.observe(step, results.get("metrics", {}))
       if log_now:
         logger.log(step, results["lr"], results["summary"])
       evaluate = early_stop is not None and early_stop.due(step)

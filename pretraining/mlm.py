@@ -11,6 +11,7 @@ beyond the model weights.
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from engine import training
 from heads import pretraining as pretraining_model
 import modeling
 
@@ -49,7 +50,9 @@ def tower_fn_builder(bert_config, has_nsp, is_training):
               bert_config, model.get_pooled_output(), features["next_sentence_labels"]))
       total_loss += next_sentence_loss
     if is_training:
-      return total_loss, {}
+      return total_loss, {
+          training.METRIC_PREFIX + "masked_lm_accuracy": masked_lm_accuracy(
+              masked_lm_log_probs, features["masked_lm_ids"], weights)}
 
     slots = modeling.get_shape_list(positions, expected_rank=2)
     outputs = {
@@ -68,6 +71,23 @@ def tower_fn_builder(bert_config, has_nsp, is_training):
     return None, outputs
 
   return tower_fn
+
+
+def masked_lm_accuracy(log_probs, label_ids, label_weights):
+  """The masked-LM accuracy of a training batch as a training.metric.
+
+  Args:
+    log_probs: float Tensor [batch_size * P, vocab_size].
+    label_ids: int32 Tensor [batch_size, P].
+    label_weights: float Tensor [batch_size, P], 1.0 for real predictions.
+
+  Returns:
+    float32 [2]: (weighted correct predictions, sum of the weights).
+  """
+  weights = tf.cast(tf.reshape(label_weights, [-1]), tf.float32)
+  correct = tf.cast(tf.equal(tf.argmax(log_probs, axis=-1, output_type=tf.int32),
+                             tf.reshape(tf.cast(label_ids, tf.int32), [-1])), tf.float32)
+  return training.metric(tf.reduce_sum(weights * correct), tf.reduce_sum(weights))
 
 
 def evaluation_metrics(outputs):
@@ -137,6 +157,12 @@ class MaskedLmObjective(object):
 
   def tower_fn_builder(self, has_nsp, is_training):
     return tower_fn_builder(self.bert_config, has_nsp, is_training)
+
+  @staticmethod
+  def init_companions(init_checkpoint):
+    """None: --init_checkpoint restores every part of the masked LM it has."""
+    del init_checkpoint
+    return ()
 
   def export(self, output_dir):
     """Nothing beyond export/ (checkpoints.export_model): the heads are the stock cls/."""

@@ -1,0 +1,262 @@
+"""Head first: the heads an --init_checkpoint lacks learn on frozen weights before everything trains.
+
+In-graph: the masked LM of pretraining/mlm.py through training.build_train_graph, on every
+parallel layout (towers with both reductions, accumulation, pipeline stages, fp16 and bf16):
+the restored weights and their Adam slots do not move during the head-first updates, the new
+head does from the first one, and everything moves after. Through the script: the plan and the
+frozen masked-LM accuracy are logged and recorded, a run resumed in the middle of the phase
+keeps the weights frozen until its end, and a checkpoint that has its heads trains exactly as
+with --head_first_steps=0.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+from engine import checkpoints
+from engine import head_first
+from engine import training
+import modeling
+import optimization
+from pretraining import mlm
+import tower_utils
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2,
+                             num_attention_heads=2, intermediate_size=32,
+                             max_position_embeddings=16, hidden_dropout_prob=0.0,
+                             attention_probs_dropout_prob=0.0)
+ROWS, SEQ, SLOTS = 8, 8, 3
+HEAD_STEPS = 2
+HELD = "bert/encoder/layer_0/attention/self/query/kernel"
+NEW = "cls/predictions/transform/dense/kernel"
+MLM_HEAD = 1 << [s for s, _ in checkpoints.FRESH_PARTS].index("cls/predictions/")
+
+
+def _batch(seed):
+  rng = np.random.RandomState(seed)
+  return {
+      "input_ids": rng.randint(5, CONFIG.vocab_size, (ROWS, SEQ)).astype(np.int32),
+      "input_mask": np.ones((ROWS, SEQ), np.int32),
+      "segment_ids": np.zeros((ROWS, SEQ), np.int32),
+      "masked_lm_positions": np.tile(np.arange(1, 1 + SLOTS, dtype=np.int32), (ROWS, 1)),
+      "masked_lm_ids": rng.randint(5, CONFIG.vocab_size, (ROWS, SLOTS)).astype(np.int32),
+      "masked_lm_weights": np.ones((ROWS, SLOTS), np.float32),
+  }
+
+
+def _spec(n_towers=1, reduction="shared", accum_steps=1, pipeline_stages=1, precision="fp32",
+          head_first_steps=None):
+  parallel = tower_utils.parallel_spec(n_towers, reduction, accum_steps,
+                                       pipeline_stages=pipeline_stages,
+                                       num_micro_batches=2 if pipeline_stages > 1 else 1)
+  return training.TrainSpec(
+      output_dir=None, parallel=parallel, batch_size_per_tower=ROWS // n_towers // accum_steps,
+      num_train_steps=8, num_warmup_steps=0, learning_rate=1e-2, init_checkpoint=None,
+      save_checkpoints_steps=100, log_every_n_steps=1, keep_checkpoint_max=1, seed=0,
+      precision=precision, head_first_steps=head_first_steps)
+
+
+def _trajectory(spec, updates, new_parts=MLM_HEAD):
+  """Values of HELD, NEW and HELD's adam_m after each of `updates` updates (index 0: start)."""
+  rows = spec.batch_size_per_tower * spec.parallel.n_towers
+  batches = [_batch(i) for i in range(updates * spec.parallel.accum_steps)]
+  data = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+  with tf.Graph().as_default() as graph:
+    tf.set_random_seed(3)
+    features = tf.data.make_one_shot_iterator(
+        tf.data.Dataset.from_tensor_slices(data).batch(rows)).get_next()
+    train_graph = training.build_train_graph(
+        mlm.tower_fn_builder(CONFIG, False, True), features, spec, new_parts)
+    variables = {v.op.name: v for v in tf.global_variables()}
+    watched = [variables[HELD], variables[NEW], variables[HELD + "/adam_m"]]
+    devices = tower_utils.devices_per_process(spec.parallel)
+    with tf.Session(graph=graph, config=tower_utils.session_config(devices)) as sess:
+      sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+      sess.run(train_graph.sync_op)
+      values = [sess.run(watched)]
+      for _ in range(updates):
+        results, _, _ = training.run_update(sess, train_graph, spec.parallel.accum_steps,
+                                            {"step": train_graph.train_op,
+                                             "metrics": train_graph.metrics})
+        values.append(sess.run(watched))
+  assert 0.0 <= results["metrics"]["masked_lm_accuracy"][0] <= \
+      results["metrics"]["masked_lm_accuracy"][1] == ROWS // spec.parallel.accum_steps * SLOTS
+  return train_graph.hold, values
+
+
+@pytest.mark.parametrize("layout", [
+    dict(),
+    dict(n_towers=2),
+    dict(n_towers=2, reduction="allreduce"),
+    dict(accum_steps=2),
+    dict(pipeline_stages=2),
+    dict(precision="fp16"),
+    dict(precision="bf16"),
+])
+def test_restored_weights_stay_still_while_the_new_head_learns(layout):
+  hold, values = _trajectory(_spec(head_first_steps=HEAD_STEPS, **layout), HEAD_STEPS + 2)
+  assert hold.until_step == HEAD_STEPS and NEW not in hold.names and HELD in hold.names
+  start = values[0]
+  for step in range(1, HEAD_STEPS + 1):
+    held, new, held_adam_m = values[step]
+    np.testing.assert_array_equal(held, start[0])  # not one bit moved
+    assert not np.any(held_adam_m), "the held variable's Adam moments stay zero"
+    assert np.abs(new - values[step - 1][1]).max() > 1e-4, "the new head learns at every update"
+  for step in (HEAD_STEPS + 1, HEAD_STEPS + 2):
+    assert np.abs(values[step][0] - values[step - 1][0]).max() > 1e-5
+    assert np.any(values[step][2])
+
+
+def test_without_new_parts_the_update_is_the_plain_one():
+  hold, held_first = _trajectory(_spec(), 2, new_parts=0)
+  assert hold is None
+  plain_hold, plain = _trajectory(_spec(head_first_steps=0), 2)
+  assert plain_hold is None
+  for a, b in zip(held_first, plain):
+    for x, y in zip(a, b):
+      np.testing.assert_array_equal(x, y)
+
+
+def test_hold_factor_ramps_after_the_phase():
+  with tf.Graph().as_default(), tf.Session() as sess:
+    step = tf.placeholder(tf.int64, [])
+    factor = optimization.hold_factor(step, 10, 4)
+    got = [sess.run(factor, {step: s}) for s in (0, 9, 10, 11, 13, 20)]
+  np.testing.assert_allclose(got, [0, 0, 0.25, 0.5, 1, 1])
+
+
+def test_default_length_is_a_share_of_the_run():
+  assert head_first.default_steps(400) == int(round(head_first.DEFAULT_SHARE * 400))
+  assert head_first.default_steps(0) == 0
+
+
+def _write_checkpoint(path, names_and_shapes, seed=0):
+  rng = np.random.RandomState(seed)
+  with tf.Graph().as_default():
+    variables = [tf.Variable(rng.normal(size=shape).astype(np.float32), name=name)
+                 for name, shape in names_and_shapes]
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      tf.train.Saver(variables).save(sess, path)
+  return path
+
+
+def test_new_parts_reads_what_the_checkpoints_lack(tmp_path):
+  encoder = _write_checkpoint(str(tmp_path / "enc" / "bert_model.ckpt"),
+                              [("bert/embeddings/word_embeddings", [4, 2])])
+  google = _write_checkpoint(str(tmp_path / "google" / "bert_model.ckpt"), [
+      ("bert/embeddings/word_embeddings", [4, 2]), ("cls/predictions/output_bias", [4]),
+      ("cls/seq_relationship/output_bias", [2])])
+  generator = _write_checkpoint(str(tmp_path / "gen" / "generator.ckpt"), [
+      ("generator/encoder/layer_0/output/dense/kernel", [2, 2]),
+      ("bert/embeddings/word_embeddings", [4, 2])])
+  scopes = [s for s, _ in checkpoints.FRESH_PARTS]
+  lacked = lambda mask: [s for i, s in enumerate(scopes) if mask & (1 << i)]
+  assert lacked(head_first.new_parts(encoder)) == scopes
+  assert lacked(head_first.new_parts(google)) == ["generator/", "discriminator_predictions/"]
+  assert lacked(head_first.new_parts(encoder, [(generator, "generator/")])) == [
+      "cls/predictions/", "cls/seq_relationship/", "discriminator_predictions/"]
+  assert head_first.new_parts(None) == 0
+
+
+# Through run_pretraining_mgpu.py, on a tiny model.
+TINY = dict(vocab_size=26, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=32, hidden_act="gelu", hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, max_position_embeddings=32, type_vocab_size=2,
+            initializer_range=0.02)
+
+
+def _run(*args):
+  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=REPO)
+  return subprocess.run([sys.executable] + list(args), cwd=REPO, env=env, capture_output=True,
+                        text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+  """Records, a config, and two checkpoints: the encoder alone, and the encoder with its MLM
+  head (as Google's)."""
+  root = tmp_path_factory.mktemp("head_first")
+  words = ["w%d" % i for i in range(20)]
+  (root / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."]
+                                            + words) + "\n")
+  rng = np.random.RandomState(0)
+  (root / "corpus.txt").write_text("".join(
+      "".join(" ".join(rng.choice(words, 8)) + " .\n" for _ in range(4)) + "\n"
+      for _ in range(40)))
+  (root / "bert_config.json").write_text(json.dumps(TINY))
+  out = _run("create_pretraining_data.py", "--input_file=%s" % (root / "corpus.txt"),
+             "--output_file=%s" % (root / "d.tfrecord"), "--vocab_file=%s" % (root / "vocab.txt"),
+             "--max_seq_length=32", "--dynamic_masking", "--no_nsp")
+  assert out.returncode == 0, out.stderr[-2000:]
+  out = _pretrain(root, root / "scratch", 2)
+  assert out.returncode == 0, out.stderr[-2000:]
+  full = str(root / "scratch" / "export" / "bert_model.ckpt")
+  reader = tf.train.load_checkpoint(full)
+  encoder = str(root / "encoder" / "bert_model.ckpt")  # the same without cls/
+  with tf.Graph().as_default():
+    variables = [tf.Variable(reader.get_tensor(n), name=n)
+                 for n in reader.get_variable_to_shape_map() if n.startswith("bert/")]
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      tf.train.Saver(variables).save(sess, encoder)
+  return {"root": root, "encoder": encoder, "full": full}
+
+
+def _pretrain(root, out, steps, *flags):
+  return _run("run_pretraining_mgpu.py", "--input_file=%s" % (root / "d.tfrecord"),
+              "--output_dir=%s" % out, "--bert_config_file=%s" % (root / "bert_config.json"),
+              "--vocab_file=%s" % (root / "vocab.txt"), "--do_train", "--train_batch_size=4",
+              "--num_train_steps=%d" % steps, "--num_warmup_steps=1", "--learning_rate=1e-3",
+              "--save_checkpoints_steps=3", "--log_every_n_steps=1", *flags)
+
+
+def _values(checkpoint, prefix="bert/"):
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()
+          if n.startswith(prefix) and "adam" not in n}
+
+
+def test_a_resumed_run_keeps_the_weights_frozen_until_the_phase_ends(tiny):
+  out = tiny["root"] / "resumed"
+  first = _pretrain(tiny["root"], out, 3, "--init_checkpoint=%s" % tiny["encoder"],
+                    "--head_first_steps=6", "--n_gpus=2")
+  assert first.returncode == 0, first.stderr[-2000:]
+  assert "stay frozen for the whole run" in first.stderr
+  second = _pretrain(tiny["root"], out, 10, "--init_checkpoint=%s" % tiny["encoder"],
+                     "--head_first_steps=6", "--n_gpus=2")
+  assert second.returncode == 0, second.stderr[-2000:]
+  assert "what --init_checkpoint restores, bert/* (" in second.stderr
+  assert "stays frozen for updates 1-6 while what it lacks, cls/predictions/* (5), learns" \
+      in second.stderr
+  assert "Head first done at step 6" in second.stderr and "masked_lm_accuracy" in second.stderr
+  start = _values(tiny["encoder"])
+  for step, frozen in ((3, True), (6, True), (9, False)):
+    values = _values(str(out / ("model.ckpt-%d" % step)))
+    same = all(np.array_equal(values[n], start[n]) for n in start)
+    assert same == frozen, step
+  assert not np.array_equal(_values(str(out / "model.ckpt-3"), "cls/")[NEW],
+                            _values(str(out / "model.ckpt-6"), "cls/")[NEW])
+  info = json.loads((out / "run_info.json").read_text())
+  assert info["head_first"]["steps"] == 6
+  assert 0.0 <= info["head_first"]["metrics_frozen"]["masked_lm_accuracy"] <= 1.0
+  assert info["schedule"]["head_first_steps"] == 6
+
+
+def test_a_checkpoint_with_its_heads_trains_as_without_head_first(tiny):
+  runs = {}
+  for name, flags in (("default", ()), ("off", ("--head_first_steps=0",))):
+    out = tiny["root"] / ("google_" + name)
+    result = _pretrain(tiny["root"], out, 4, "--init_checkpoint=%s" % tiny["full"], *flags)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Head first" not in result.stderr
+    runs[name] = _values(str(out / "model.ckpt-4"), "")
+  assert runs["default"].keys() == runs["off"].keys()
+  for name in runs["default"]:
+    np.testing.assert_array_equal(runs["default"][name], runs["off"][name], err_msg=name)
