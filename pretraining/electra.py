@@ -17,8 +17,11 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from engine import checkpoints
+from engine import training
 from heads import pretraining as pretraining_model
 from pretraining import electra_model
+from pretraining import mlm
+import modeling
 
 GENERATOR_EXPORT_DIR = os.path.join(checkpoints.EXPORT_DIR, "generator")
 EXPORT_WARNING = checkpoints.EXPORT_WARNING  # written while the discriminator sits at the prior
@@ -46,10 +49,13 @@ class ElectraObjective(object):
 
   def __init__(self, bert_config, hidden_ratio=electra_model.DEFAULT_GENERATOR_HIDDEN_RATIO,
                disc_weight=electra_model.DEFAULT_DISC_WEIGHT, eval_seed=0,
-               sample_fn=None):
+               sample_fn=None, generator_config=None):
     """Args:
       bert_config: the discriminator's BertConfig.
       hidden_ratio: generator width / discriminator width.
+      generator_config: the generator's BertConfig (e.g. that of a converted google/electra-*
+        generator, see companion_generator); None: electra_model.generator_config(bert_config,
+        hidden_ratio).
       disc_weight: weight of the discriminator loss.
       eval_seed: int; evaluation samples with a stateless draw from it, so every eval of a
         checkpoint scores the same replacements (for a given batch size).
@@ -57,7 +63,8 @@ class ElectraObjective(object):
         used in training and inference (e.g. electra_model.most_likely_tokens in tests).
     """
     self.bert_config = bert_config
-    self.generator_config = electra_model.generator_config(bert_config, hidden_ratio)
+    self.generator_config = generator_config or electra_model.generator_config(
+        bert_config, hidden_ratio)
     self.disc_weight = float(disc_weight)
     self.eval_seed = int(eval_seed)
     self.sample_fn = sample_fn
@@ -105,7 +112,7 @@ class ElectraObjective(object):
       model = electra_model.Electra(self.bert_config, self.generator_config, is_training,
                                     features, self.disc_weight, sample_fn, denominators)
       if is_training:
-        return model.loss, {}
+        return model.loss, training_metrics(model, features)
       slots = tf.shape(features["masked_lm_positions"])
       outputs = {
           "masked_lm_log_prob": tf.reshape(-model.masked_lm_example_loss, slots),
@@ -124,6 +131,13 @@ class ElectraObjective(object):
       return None, outputs
 
     return tower_fn
+
+  @staticmethod
+  def init_companions(init_checkpoint):
+    """((generator checkpoint, "generator/"),) when init_checkpoint has a generator beside it
+    (companion_generator), else ()."""
+    found = companion_generator(init_checkpoint)
+    return ((found[0], "generator/"),) if found else ()
 
   def evaluation_metrics(self, outputs):
     """eval_results.txt: generator masked-LM accuracy/loss; discriminator accuracy, precision,
@@ -222,6 +236,45 @@ class ElectraObjective(object):
         elif flagged:
           items.append("%d:%s:false_alarm" % (pos, original))
       yield " ".join(items)
+
+
+def training_metrics(model, features):
+  """The training metrics of a tower (training.metric): the generator's masked-LM accuracy, the
+  discriminator's accuracy over real tokens and its recall of the replaced ones."""
+  token_weights = tf.cast(features["input_mask"], tf.float32)
+  says_replaced = tf.cast(model.disc_logits > 0.0, tf.float32)
+  correct = tf.cast(tf.equal(says_replaced, model.replaced), tf.float32)
+  prefix = training.METRIC_PREFIX
+  return {
+      prefix + "generator_masked_lm_accuracy": mlm.masked_lm_accuracy(
+          model.masked_lm_log_probs, features["masked_lm_ids"], features["masked_lm_weights"]),
+      prefix + "discriminator_accuracy": training.metric(
+          tf.reduce_sum(correct * token_weights), tf.reduce_sum(token_weights)),
+      prefix + "replaced_recall": training.metric(
+          tf.reduce_sum(says_replaced * model.replaced * token_weights),
+          tf.reduce_sum(model.replaced * token_weights)),
+  }
+
+
+def companion_generator(init_checkpoint):
+  """The generator saved beside a discriminator checkpoint, or None.
+
+  ELECTRA's export/ (ElectraObjective.export) and convert_hf_checkpoint.py with
+  --hf_generator_dir (a google/electra-* pair) both put it in generator/ next to
+  bert_model.ckpt: generator.ckpt (generator/..., with the shared bert/embeddings/) and
+  generator_config.json.
+
+  Returns:
+    (generator checkpoint prefix, its modeling.BertConfig), or None.
+  """
+  if not init_checkpoint:
+    return None
+  folder = os.path.join(os.path.dirname(init_checkpoint), "generator")
+  checkpoint = os.path.join(folder, "generator.ckpt")
+  config_file = os.path.join(folder, "generator_config.json")
+  if not (checkpoints.checkpoint_exists(checkpoint) and tf.io.gfile.exists(config_file)):
+    return None
+  return checkpoint, modeling.BertConfig.from_json_file(config_file)
 
 
 def token_vector_sums(sequence_output, input_mask):
