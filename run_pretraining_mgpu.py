@@ -69,7 +69,10 @@ flags.DEFINE_integer(
     "statically masked records; for dynamic records, the prediction slots to fill on the fly. "
     "Taken from the records when not given.")
 common_flags.define_num_train_steps(100000, "Number of training steps (global batches).")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warm-up steps.")
+flags.DEFINE_integer(
+    "num_warmup_steps", None,
+    "Number of warm-up steps (the learning rate rises linearly to --learning_rate over them). "
+    "Default: a tenth of --num_train_steps (stock BERT's 10000 of 100000).")
 flags.DEFINE_integer(
     "max_eval_steps", 100,
     "Evaluate (and predict) at most max_eval_steps * eval_batch_size examples, the first ones "
@@ -115,6 +118,20 @@ flags.DEFINE_integer(
     "--num_warmup_steps. -1 (default): a quarter of --num_train_steps when the checkpoint lacks "
     "something, else 0 (a checkpoint with its heads, such as Google's, trains as stock). "
     "0: train everything from the first update.")
+
+def warmup_steps():
+  """--num_warmup_steps, by default a tenth of --num_train_steps; a warm-up longer than the run
+  (its rate never reaches --learning_rate) is said in the log."""
+  if FLAGS.num_warmup_steps is None:
+    return FLAGS.num_train_steps // 10
+  if FLAGS.num_warmup_steps > FLAGS.num_train_steps:
+    logging.warning("--num_warmup_steps=%d > --num_train_steps=%d: the learning rate never "
+                    "reaches --learning_rate=%g (it peaks at %.3g at the last step); leave "
+                    "--num_warmup_steps out for a tenth of the run", FLAGS.num_warmup_steps,
+                    FLAGS.num_train_steps, FLAGS.learning_rate,
+                    FLAGS.learning_rate * FLAGS.num_train_steps / FLAGS.num_warmup_steps)
+  return FLAGS.num_warmup_steps
+
 
 def record_format(files, flag_name):
   """What the records in `files` hold, reconciled with the shape flags.
@@ -280,7 +297,7 @@ def main(_):
     training.train(objective.tower_fn_builder(fmt["has_nsp"], is_training=True),
                    pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(
-                       setup, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                       setup, FLAGS.num_train_steps, warmup_steps(),
                        max_seq_length=fmt["max_seq_length"],
                        head_first_steps=None if FLAGS.head_first_steps == -1 else
                        FLAGS.head_first_steps,

@@ -209,12 +209,13 @@ def tiny(tmp_path_factory):
   return {"root": root, "encoder": encoder, "full": full}
 
 
-def _pretrain(root, out, steps, *flags):
+def _pretrain(root, out, steps, *flags, warmup="--num_warmup_steps=1"):
   return _run("run_pretraining_mgpu.py", "--input_file=%s" % (root / "d.tfrecord"),
               "--output_dir=%s" % out, "--bert_config_file=%s" % (root / "bert_config.json"),
               "--vocab_file=%s" % (root / "vocab.txt"), "--do_train", "--train_batch_size=4",
-              "--num_train_steps=%d" % steps, "--num_warmup_steps=1", "--learning_rate=1e-3",
-              "--save_checkpoints_steps=3", "--log_every_n_steps=1", *flags)
+              "--num_train_steps=%d" % steps, "--learning_rate=1e-3",
+              "--save_checkpoints_steps=3", "--log_every_n_steps=1", *flags,
+              *([warmup] if warmup else []))
 
 
 def _values(checkpoint, prefix="bert/"):
@@ -260,3 +261,42 @@ def test_a_checkpoint_with_its_heads_trains_as_without_head_first(tiny):
   assert runs["default"].keys() == runs["off"].keys()
   for name in runs["default"]:
     np.testing.assert_array_equal(runs["default"][name], runs["off"][name], err_msg=name)
+
+
+def test_electra_continues_the_generator_saved_beside_the_checkpoint(tiny):
+  first = tiny["root"] / "electra_first"
+  result = _pretrain(tiny["root"], first, 2, "--objective=electra",
+                     "--generator_hidden_ratio=0.5")
+  assert result.returncode == 0, result.stderr[-2000:]
+  init = str(first / "export" / "bert_model.ckpt")
+  again = tiny["root"] / "electra_again"
+  # lr 0 at the only update (warm-up), so model.ckpt-1 holds what was restored.
+  result = _pretrain(tiny["root"], again, 1, "--objective=electra", "--init_checkpoint=" + init)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "continuing the generator of %s" % (first / "export" / "generator" / "generator.ckpt") \
+      in result.stderr
+  assert "Head first" not in result.stderr  # nothing is new: the heads and the generator exist
+  saved = _values(str(first / "export" / "generator" / "generator.ckpt"), "generator/")
+  restored = _values(str(again / "model.ckpt-1"), "generator/")
+  assert saved and saved.keys() == restored.keys()
+  for name in saved:
+    np.testing.assert_array_equal(saved[name], restored[name], err_msg=name)
+  info = json.loads((again / "run_info.json").read_text())
+  assert info["generator_config"]["hidden_size"] == TINY["hidden_size"] // 2
+  refused = _pretrain(tiny["root"], tiny["root"] / "electra_ratio", 1, "--objective=electra",
+                      "--init_checkpoint=" + init, "--generator_hidden_ratio=0.25")
+  assert refused.returncode == 2
+  assert refused.stderr.strip().splitlines()[-1].startswith(
+      "error: --generator_hidden_ratio=0.25: --init_checkpoint=%s has its generator" % init)
+
+
+def test_the_warm_up_is_a_tenth_of_the_run_unless_given(tiny):
+  out = tiny["root"] / "warmup_default"
+  result = _pretrain(tiny["root"], out, 20, warmup=None)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert json.loads((out / "run_info.json").read_text())["schedule"]["num_warmup_steps"] == 2
+  long_warmup = _pretrain(tiny["root"], tiny["root"] / "warmup_long", 2,
+                          warmup="--num_warmup_steps=8")
+  assert long_warmup.returncode == 0, long_warmup.stderr[-2000:]
+  assert ("--num_warmup_steps=8 > --num_train_steps=2: the learning rate never reaches "
+          "--learning_rate=0.001 (it peaks at 0.00025 at the last step)") in long_warmup.stderr
