@@ -18,6 +18,13 @@ nothing to learn from. This prints, per checkpoint, on the first --rows texts of
     none output/objective_comparison/pretrain_mlm/export/bert_model.ckpt
 
 `none` stands for random initialisation (seed 1).
+
+With --reference=CHECKPOINT it also says how far each checkpoint's encoder moved from that one
+(e.g. continued pretraining from it), on the same texts:
+
+  drift token    mean cosine similarity between the two encoders' final vectors of each real
+                 token (1 = unchanged)
+  drift text     the same for each text's mean-pooled final vector
 """
 
 import argparse
@@ -50,9 +57,8 @@ def encode(tsv, vocab_file, rows, seq_length):
   return ids, mask
 
 
-def measure(config, checkpoint, ids, mask):
-  """([CLS] spread, token cosine, token spread) of `checkpoint` ("none": random init) on the
-  batch."""
+def final_layer(config, checkpoint, ids, mask):
+  """The final-layer vectors float32 [rows, seq_length, H] of `checkpoint` ("none": random init)."""
   with tf.Graph().as_default(), tf.Session() as sess:
     tf.set_random_seed(1)
     model = modeling.BertModel(config, False, tf.constant(ids), tf.constant(mask))
@@ -60,7 +66,11 @@ def measure(config, checkpoint, ids, mask):
     if checkpoint != "none":
       tf.train.Saver([v for v in tf.global_variables()
                       if v.op.name.startswith("bert/")]).restore(sess, checkpoint)
-    sequence = sess.run(model.get_sequence_output())
+    return sess.run(model.get_sequence_output())
+
+
+def measure(sequence, mask):
+  """([CLS] spread, token cosine, token spread) of final-layer vectors [rows, L, H]."""
   cls = sequence[:, 0]
   rms = np.mean(np.linalg.norm(cls, axis=1) / np.sqrt(cls.shape[1]))
   spread = float(np.mean(np.std(cls, axis=0)) / rms)
@@ -75,6 +85,20 @@ def measure(config, checkpoint, ids, mask):
   return spread, float(np.mean(sample @ sample.T)), token_spread
 
 
+def _cosines(a, b):
+  """Row-wise cosine similarity of two float arrays [N, H]."""
+  return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def drift(sequence, reference, mask):
+  """(token cosine, text cosine) between two encoders' final vectors [rows, L, H] of the same
+  texts: means over the real tokens, and over the texts' mean-pooled vectors."""
+  real = mask.astype(bool)
+  pooled = lambda x: (x * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+  return (float(np.mean(_cosines(sequence[real], reference[real]))),
+          float(np.mean(_cosines(pooled(sequence), pooled(reference)))))
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("checkpoints", nargs="+", help="checkpoint prefixes, or none")
@@ -83,14 +107,20 @@ def main():
   parser.add_argument("--tsv", required=True, help="texts in the first column")
   parser.add_argument("--rows", type=int, default=128)
   parser.add_argument("--max_seq_length", type=int, default=128)
+  parser.add_argument("--reference", help="also say how far each encoder moved from this one")
   args = parser.parse_args()
   tf.disable_v2_behavior()
   config = modeling.BertConfig.from_json_file(args.bert_config_file)
   ids, mask = encode(args.tsv, args.vocab_file, args.rows, args.max_seq_length)
+  reference = final_layer(config, args.reference, ids, mask) if args.reference else None
   for checkpoint in args.checkpoints:
-    spread, cosine, token_spread = measure(config, checkpoint, ids, mask)
-    print("[CLS] spread %.3f  token cosine %.3f  token spread %.3f  %s" % (
-        spread, cosine, token_spread, checkpoint))
+    sequence = final_layer(config, checkpoint, ids, mask)
+    spread, cosine, token_spread = measure(sequence, mask)
+    moved = ""
+    if reference is not None:
+      moved = "  drift token %.3f  drift text %.3f" % drift(sequence, reference, mask)
+    print("[CLS] spread %.3f  token cosine %.3f  token spread %.3f%s  %s" % (
+        spread, cosine, token_spread, moved, checkpoint))
 
 
 if __name__ == "__main__":
