@@ -16,6 +16,7 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from core import atomic_files
 from engine import checkpoints
 from heads import pretraining as pretraining_model
 from pretraining import electra_model
@@ -67,20 +68,19 @@ class ElectraObjective(object):
     return {"objective": self.name, "generator_config": self.generator_config.to_dict(),
             "disc_weight": self.disc_weight}
 
-  def export(self, output_dir):
-    """Writes the generator beside the discriminator's export/: export/generator/ holds
-    generator.ckpt (generator/... plus the shared bert/embeddings/...) and generator_config.json.
-    export/ itself (checkpoints.export_model) holds the discriminator: its stock bert/ names and
-    discriminator_predictions/.
+  def export_writes(self, output_dir):
+    """The generator beside the discriminator's export/, as atomic_files' (path, write_fn)
+    pairs for checkpoints.export_model: export/generator/ holds generator.ckpt (generator/...
+    plus the shared bert/embeddings/...) and generator_config.json. export/ itself holds the
+    discriminator: its stock bert/ names and discriminator_predictions/.
     """
     export_dir = os.path.join(output_dir, GENERATOR_EXPORT_DIR)
-    tf.io.gfile.makedirs(export_dir)
-    checkpoints.write_model_weights(checkpoints.latest_checkpoint(output_dir),
-                                 os.path.join(export_dir, "generator.ckpt"),
-                                 scopes=("generator/", "bert/embeddings/"))
-    with tf.io.gfile.GFile(os.path.join(export_dir, "generator_config.json"), "w") as writer:
-      writer.write(self.generator_config.to_json_string())
-    logging.info("Exported the generator to %s", export_dir)
+    checkpoint = checkpoints.latest_checkpoint(output_dir)
+    return [(os.path.join(export_dir, "generator.ckpt"),
+             lambda tmp: checkpoints.write_model_weights(
+                 checkpoint, tmp, scopes=("generator/", "bert/embeddings/"))),
+            (os.path.join(export_dir, "generator_config.json"),
+             atomic_files.text_writer(self.generator_config.to_json_string()))]
 
   def tower_fn_builder(self, has_nsp, is_training):
     """tower_fn(features, global_batch) -> (loss, outputs); NSP labels are ignored.
@@ -192,9 +192,8 @@ class ElectraObjective(object):
       return
     for line in text.splitlines()[:3]:
       logging.warning("%s", line)
+    atomic_files.write_text(path, text)
     logging.warning("Wrote %s", path)
-    with tf.io.gfile.GFile(path, "w") as writer:
-      writer.write(text)
 
   def prediction_lines(self, outputs, inv_vocab):
     """One line per example: what was replaced and what the discriminator flagged.
