@@ -23,6 +23,7 @@ import contextlib
 import errno
 import glob
 import os
+import re
 import select
 import signal
 import sys
@@ -283,7 +284,8 @@ def machine_fault(exc, flag="output_dir"):
       return "%s: %s; %s" % (path, text, fix)
     if not isinstance(exc, OSError) and text in message:
       line = next(l for l in message.splitlines() if text in l)  # TF's first may be generic.
-      return "%s: %s" % (first_line(atomic_files.final_names(line.strip())), fix)
+      line = re.sub(r"\.tempstate\d+", "", atomic_files.final_names(line.strip()))  # TF's own
+      return "%s: %s" % (first_line(line), fix)
   return None
 
 
