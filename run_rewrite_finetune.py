@@ -25,13 +25,13 @@ candidate is scored by its mean log-probability per target token (its [SEP] incl
 rank.txt gets, per row, `candidate<TAB>score` pairs best first.
 
 Rewrite pretraining (--do_pretrain_rewrite --corpus_file=a.txt,b.txt): self-supervised pairs
-from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
-
 from plain text (continue a passage cut at a random point; regenerate a [MASK]ed span), trained
 like fine-tuning. The result is exported as a Google-style checkpoint with the model variables
 only, output_dir/export/bert_model.ckpt (+ bert_config.json, vocab.txt); fine-tune from it with
 --init_checkpoint=output_dir/export/bert_model.ckpt.
 """
+
+from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import os
 import random

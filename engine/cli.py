@@ -432,7 +432,8 @@ def _quiet_thread_faults():
 
 
 def _parse_flags(argv):
-  """absl's flag parsing, with a malformed or unknown flag reported as one `error:` line, exit 2.
+  """absl's flag parsing, with a malformed or unknown flag reported as one `error:` line, exit 2,
+  and --help / --helpshort / --helpfull exiting 0 once the help is printed (absl exits 1).
 
   absl's own parser prints "FATAL Flags parsing error" and exits 1; e.g. `--learning_rate=abc`
   becomes `error: flag --learning_rate=abc: could not convert string to float: 'abc' (see
@@ -444,6 +445,24 @@ def _parse_flags(argv):
   except flags.Error as e:
     message = " ".join(str(e).split())  # absl's multi-line messages (e.g. suggestions) on one line
     _fail("%s (see --helpshort)" % message, EXIT_INPUT_ERROR)
+  except SystemExit as e:  # absl exits 1 after printing the help it was asked for: that is done
+    if e.code == 1 and _asks_for_help(argv):
+      sys.stdout.flush()
+      sys.exit(0)
+    raise
+
+
+_HELP_FLAGS = ("help", "helpshort", "helpfull", "helpxml", "?")
+
+
+def _asks_for_help(argv):
+  """Whether the command line holds one of absl's help flags (before a `--`)."""
+  for arg in argv[1:]:
+    if arg == "--":
+      return False
+    if arg.startswith("-") and arg.lstrip("-").split("=")[0] in _HELP_FLAGS:
+      return True
+  return False
 
 
 def _show_project_flags_in_help():
