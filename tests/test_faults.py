@@ -54,7 +54,39 @@ def test_case(results, name):
 def test_the_table_is_large_and_covers_every_script():
   scripts = {c.script for c in CASES}
   assert len(CASES) >= 60
-  assert scripts == {fault_cases.CLF, fault_cases.RW, fault_cases.PT, fault_cases.CPD}
+  assert scripts == {fault_cases.CLF, fault_cases.RW, fault_cases.PT, fault_cases.CPD,
+                     fault_cases.CTH, fault_cases.CHC}
+
+
+def test_the_classes_of_issue_30_have_a_case_per_script():
+  """Damaged output on a full disk (each script that writes predictions or a model), non-finite
+  weights (each training script; ELECTRA on one tower, towers and stages), --help (all)."""
+  def scripts_of(*fragments):
+    return {c.script for c in CASES if all(f in c.name for f in fragments)}
+  assert scripts_of("disk_full") == scripts_of("help")
+  assert scripts_of("nonfinite") | scripts_of("nan") >= {fault_cases.CLF, fault_cases.RW,
+                                                         fault_cases.PT}
+  assert {c.name for c in CASES if c.name.startswith("pt_electra_nonfinite")} == {
+      "pt_electra_nonfinite_one_tower", "pt_electra_nonfinite_towers",
+      "pt_electra_nonfinite_stages"}
+
+
+def test_list_names_every_case_without_building_anything(tmp_path):
+  """scripts/fault_table.py --list prints every case, with no fixture built and no TensorFlow
+  imported (a `tensorflow` that fails to import is first on the path)."""
+  fake = tmp_path / "tensorflow"
+  fake.mkdir()
+  (fake / "__init__.py").write_text("raise ImportError('--list must not import TensorFlow')\n")
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), fault_cases.REPO_ROOT]),
+             TMPDIR=str(tmp_path))
+  proc = subprocess.run([sys.executable, os.path.join(fault_cases.REPO_ROOT, "scripts",
+                                                      "fault_table.py"), "--list"],
+                        env=env, capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  listed = [line.split()[0] for line in proc.stdout.splitlines()[:-1]]
+  assert listed == [c.name for c in CASES]
+  assert proc.stdout.splitlines()[-1] == "%d cases" % len(CASES)
+  assert sorted(os.listdir(str(tmp_path))) == ["tensorflow"]  # nothing built
 
 
 def test_kill9_during_training_loses_only_the_steps_since_the_last_checkpoint(results):
