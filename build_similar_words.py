@@ -191,7 +191,8 @@ def run(**options):
     logging.info("Wrote %d words with neighbours to %s (%.1f s)", written, opts["output_file"],
                  time.time() - start)
 
-  atomic_files.write_atomically(opts["output_file"], write)
+  with cli.writing("output_file"):
+    atomic_files.write_atomically(opts["output_file"], write)
 
 
 def main(_):
