@@ -182,16 +182,17 @@ def run(**options):
   logging.info("word2vec: %d words seen at least %d times (%.1f s so far)",
                len(model.wv.index_to_key), opts["min_count"], time.time() - start)
 
-  def write(path):
+  def write(tmp_path):
     written = 0
-    with open(path, "w", encoding="utf-8") as writer:
+    with open(tmp_path, "w", encoding="utf-8") as writer:
       for line in neighbour_lines(model, opts["top_k"], count_pieces):
         writer.write(line + "\n")
         written += 1
     logging.info("Wrote %d words with neighbours to %s (%.1f s)", written, opts["output_file"],
                  time.time() - start)
 
-  atomic_files.write_atomically(opts["output_file"], write)
+  with cli.writing("output_file"):
+    atomic_files.write_atomically(opts["output_file"], write)
 
 
 def main(_):

@@ -320,13 +320,15 @@ def _generate(opts, input_files, output_files, featurizer):
     for result in results:
       for example in result.examples:
         logging.info("*** Example ***\n%s", example)
-      for record in result.records:
-        writer.add(record)
+      with cli.writing("output_file"):
+        for record in result.records:
+          writer.add(record)
       progress.add(result)
     if progress.stats["instances"] == 0:
       raise InputError(_no_instance_message(opts, input_files, progress.stats))
     _check_unknown_share(opts, input_files, progress.stats)
-    writer.close()
+    with cli.writing("output_file"):
+      writer.close()
   except BaseException:
     writer.discard()
     raise

@@ -117,14 +117,18 @@ def make_input_fn(record_file, is_training):
 
 def write_predictions(setup, probabilities, label_list):
   """Writes the predicted labels (common_flags.predict_output) and the class probabilities
-  (output_dir/test_results.tsv, or next to --predict_output; none for standard output)."""
+  (output_dir/test_results.tsv, or next to --predict_output; none for standard output), both
+  whole or neither."""
   output = common_flags.predict_output(setup)
-  predict_input.write_lines(output, [label_list[int(np.argmax(row))] for row in probabilities])
-  if output != predict_input.STDIN:
-    predict_input.write_lines(
-        predict_input.probabilities_path(output) if FLAGS.predict_output
-        else os.path.join(setup.output_dir, "test_results.tsv"),
-        ["\t".join(str(p) for p in row) for row in probabilities])
+  labels = [label_list[int(np.argmax(row))] for row in probabilities]
+  if output == predict_input.STDIN:
+    predict_input.write_lines(output, labels)
+    return
+  scores = (predict_input.probabilities_path(output) if FLAGS.predict_output
+            else os.path.join(setup.output_dir, "test_results.tsv"))
+  predict_input.write_line_files(
+      [(output, labels), (scores, ["\t".join(str(p) for p in row) for row in probabilities])],
+      common_flags.predict_output_flag())
 
 
 def main(_):

@@ -39,6 +39,7 @@ from engine import checkpoints
 from engine import cli
 from engine import common_flags
 from engine import inference
+from engine import predict_input
 from engine import run_setup
 from engine import training
 from pretraining import electra
@@ -303,8 +304,8 @@ def main(_):
                        FLAGS.head_first_steps,
                        init_companions=objective.init_companions(setup.init_checkpoint)))
     checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file,
-                             scopes=objective.export_scopes)
-    objective.export(setup.output_dir)
+                             scopes=objective.export_scopes,
+                             extra_writes=objective.export_writes(setup.output_dir))
     if objective.diagnose_after_training:
       check_trained(setup, objective, train_files, fmt, masking_config)
 
@@ -331,11 +332,8 @@ def main(_):
       if "warning" in results:
         logging.warning("eval_results.txt: %s", results["warning"])
     if FLAGS.do_predict:
-      path = os.path.join(setup.output_dir, "predict.txt")
-      with tf.io.gfile.GFile(path, "w") as writer:
-        for line in objective.prediction_lines(outputs, tokenizer.inv_vocab):
-          writer.write(line + "\n")
-      logging.info("Wrote %d lines to %s", len(outputs["masked_lm_ids"]), path)
+      predict_input.write_lines(os.path.join(setup.output_dir, "predict.txt"), list(
+          objective.prediction_lines(outputs, tokenizer.inv_vocab)))
 
 
 if __name__ == "__main__":

@@ -25,13 +25,13 @@ candidate is scored by its mean log-probability per target token (its [SEP] incl
 rank.txt gets, per row, `candidate<TAB>score` pairs best first.
 
 Rewrite pretraining (--do_pretrain_rewrite --corpus_file=a.txt,b.txt): self-supervised pairs
-from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
-
 from plain text (continue a passage cut at a random point; regenerate a [MASK]ed span), trained
 like fine-tuning. The result is exported as a Google-style checkpoint with the model variables
 only, output_dir/export/bert_model.ckpt (+ bert_config.json, vocab.txt); fine-tune from it with
 --init_checkpoint=output_dir/export/bert_model.ckpt.
 """
+
+from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import os
 import random
@@ -231,10 +231,11 @@ def evaluate(pipeline, checkpoint, path, rows):
   """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
   results, rewrites = dev_scores(pipeline, checkpoint, path, rows)
   output_dir = pipeline.setup.output_dir
-  common_flags.write_results(os.path.join(output_dir, "eval_results.txt"), results)
-  predict_input.write_lines(os.path.join(output_dir, "eval_predictions.tsv"),
+  common_flags.write_results(
+      os.path.join(output_dir, "eval_results.txt"), results,
+      beside=[(os.path.join(output_dir, "eval_predictions.tsv"),
                ["%s\t%s\t%s" % (row.source, row.target, rewrite)
-                for row, rewrite in zip(rows, rewrites)])
+                for row, rewrite in zip(rows, rewrites)])])
   return results
 
 
@@ -244,7 +245,8 @@ def predict(pipeline, checkpoint, path, rows):
   record_file = pipeline.records("test", path, rows, with_targets=False)
   rewrites = pipeline.decode(record_file, checkpoint, FLAGS.predict_batch_size)
   _check_count(rewrites, rows, path)
-  predict_input.write_lines(common_flags.predict_output(pipeline.setup), rewrites)
+  predict_input.write_lines(common_flags.predict_output(pipeline.setup), rewrites,
+                            common_flags.predict_output_flag())
 
 
 def rank(pipeline, checkpoint, path, rows):

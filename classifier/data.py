@@ -254,12 +254,7 @@ class TsvProcessor(DataProcessor):
     so a run that fails its checks leaves the previous labels.txt in place.
     """
     path = os.path.join(self.output_dir, LABELS_FILE)
-
-    def _write(tmp_path):
-      with open(tmp_path, "w", encoding="utf-8") as f:
-        f.write("".join(label + "\n" for label in self._labels))
-
-    atomic_files.write_atomically(path, _write)
+    atomic_files.write_text(path, "".join(label + "\n" for label in self._labels))
     logging.info("Saved the label list to %s", path)
 
   def get_dev_examples(self, data_dir):
@@ -554,8 +549,8 @@ def write_features(examples, label_map, max_seq_length, tokenizer, truncation, o
   """
   truncated = [0]
 
-  def _write(path):
-    with tf.io.TFRecordWriter(path) as writer:
+  def _write(tmp_path):
+    with tf.io.TFRecordWriter(tmp_path) as writer:
       for doc_index, example in enumerate(examples):
         if long_text == "sliding":
           rows = convert_example_windows(example, label_map, max_seq_length, tokenizer,

@@ -412,33 +412,41 @@ EXPORT_WARNING = "WARNING.txt"
 
 
 def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None,
-                 scopes=("bert/", "cls/")):
+                 scopes=("bert/", "cls/"), extra_writes=()):
   """Exports the latest checkpoint of output_dir as output_dir/export/, like Google's releases.
 
   Writes bert_model.ckpt with the model weights only (`scopes`, by default `bert/` and `cls/`;
   no Adam slot, no global_step: fine-tuning from it starts at step 0 with fresh optimizer state),
   bert_config.json, and vocab.txt (or the SentencePiece model). Pass the folder as BERT_DIR to
-  the fine-tuning scripts, or export/bert_model.ckpt as --init_checkpoint.
+  the fine-tuning scripts, or export/bert_model.ckpt as --init_checkpoint. The files, with
+  `extra_writes` (an objective's more files, atomic_files' (path, write_fn) pairs), replace the
+  old ones all together or not at all.
 
   Returns:
     the exported checkpoint prefix.
   """
   checkpoint = latest_checkpoint(output_dir)
   export_dir = os.path.join(output_dir, EXPORT_DIR)
-  tf.io.gfile.makedirs(export_dir)
-  prefix = write_model_weights(checkpoint, os.path.join(export_dir, "bert_model.ckpt"), scopes)
-  with tf.io.gfile.GFile(os.path.join(export_dir, "bert_config.json"), "w") as writer:
-    writer.write(bert_config.to_json_string())
+  prefix = os.path.join(export_dir, "bert_model.ckpt")
+  writes = [(prefix, lambda tmp: write_model_weights(checkpoint, tmp, scopes)),
+            (os.path.join(export_dir, "bert_config.json"),
+             atomic_files.text_writer(bert_config.to_json_string()))]
   if spm_model_file:
-    tf.io.gfile.copy(spm_model_file, os.path.join(export_dir, os.path.basename(spm_model_file)),
-                     overwrite=True)
+    writes.append((os.path.join(export_dir, os.path.basename(spm_model_file)),
+                   atomic_files.copy_writer(spm_model_file)))
   elif vocab_file:
-    tf.io.gfile.copy(vocab_file, os.path.join(export_dir, "vocab.txt"), overwrite=True)
+    writes.append((os.path.join(export_dir, "vocab.txt"), atomic_files.copy_writer(vocab_file)))
+  with cli.writing("output_dir"):
+    atomic_files.write_all_atomically(writes + list(extra_writes))
+    tf.train.update_checkpoint_state(export_dir, os.path.basename(prefix),
+                                    all_model_checkpoint_paths=[os.path.basename(prefix)])
+  logging.info("Exported the model weights of %s to %s", checkpoint, prefix)
   return prefix
 
 
 def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/")):
-  """Writes the weights of `checkpoint` under `scopes` (no Adam slot) to `prefix`.
+  """Writes the weights of `checkpoint` under `scopes` (no Adam slot) to `prefix` (its .index and
+  .data files; no `checkpoint` state file: the caller names it once the files are in place).
 
   Returns:
     `prefix`.
@@ -454,6 +462,6 @@ def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/")):
     with tf.Session() as sess:
       for name, variable in variables.items():
         variable.load(reader.get_tensor(name), sess)  # Fed, not baked into the graph as constants.
-      saver.save(sess, prefix, write_meta_graph=False)
-  logging.info("Exported the %d model weights of %s to %s", len(variables), checkpoint, prefix)
+      saver.save(sess, prefix, write_meta_graph=False, write_state=False)
+  logging.info("Wrote the %d model weights of %s", len(variables), checkpoint)
   return prefix

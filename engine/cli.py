@@ -6,7 +6,9 @@
   line and exit status 2.
 - Faults of the machine (disk full, permission denied, read-only filesystem, a file where a
   directory should be), as `OSError` or as the TensorFlow error of a file operation: one line
-  naming the path and what to free or fix, exit status 2.
+  naming the path and what to free or fix, exit status 2. Outputs chosen by another flag than
+  --output_dir (--predict_output, --output_file) are written inside `writing(flag)`, so that
+  the line names that flag.
 - Ctrl-C (SIGINT) and SIGTERM: the running stage stops at its next safe point (training saves a
   checkpoint), then one line says what was saved, and the exit status is 128 + the signal
   number: 130 for SIGINT, 143 for SIGTERM. A process stuck inside one TensorFlow call that does
@@ -17,9 +19,11 @@
   on stderr instead.
 """
 
+import contextlib
 import errno
 import glob
 import os
+import re
 import select
 import signal
 import sys
@@ -28,7 +32,8 @@ import threading
 import time
 import traceback
 
-from core.errors import InputError  # pylint: disable=unused-import  (cli.InputError)
+from core import atomic_files
+from core.errors import InputError
 from core.errors import Interrupted
 
 
@@ -237,29 +242,31 @@ def check_row_widths(path, rows, layout=None):
   return len(first)
 
 
-# (errno, its strerror as OSError and TensorFlow messages spell it, what to do).
+# (errno, its strerror as OSError and TensorFlow messages spell it, what to do; %(flag)s is the
+# flag whose path failed).
 _MACHINE_FAULTS = [
     (errno.ENOSPC, "No space left on device",
-     "free space there (df -h) or choose another --output_dir, then rerun the same command"),
+     "free space there (df -h) or choose another --%(flag)s, then rerun the same command"),
     (errno.EDQUOT, "Disk quota exceeded",
-     "free space there or choose another --output_dir, then rerun the same command"),
-    (errno.EROFS, "Read-only file system", "choose a writable --output_dir"),
+     "free space there or choose another --%(flag)s, then rerun the same command"),
+    (errno.EROFS, "Read-only file system", "choose a writable --%(flag)s"),
     (errno.EACCES, "Permission denied", "fix its permissions or choose another path"),
     (errno.EPERM, "Operation not permitted", "fix its permissions or choose another path"),
     (errno.ENOTDIR, "Not a directory", "a part of the path is a file; choose another path"),
     (errno.EISDIR, "Is a directory", "expected a file; choose another path"),
     (errno.EEXIST, "File exists", "move it or choose another path"),
     (errno.EFBIG, "File too large", "raise the file size limit (ulimit -f) or choose another "
-     "--output_dir"),
-    (errno.EIO, "Input/output error", "check the device or choose another --output_dir"),
+     "--%(flag)s"),
+    (errno.EIO, "Input/output error", "check the device or choose another --%(flag)s"),
 ]
 
 
-def machine_fault(exc):
+def machine_fault(exc, flag="output_dir"):
   """One line for a fault of the machine (disk full, permissions, ...), or None for other errors.
 
   Args:
     exc: an OSError, or a TensorFlow OpError raised by a file operation.
+    flag: the flag whose path was being written, named in the advice.
   """
   message = str(exc)
   if isinstance(exc, MemoryError) or "OOM when allocating" in message:
@@ -269,6 +276,7 @@ def machine_fault(exc):
   if type(exc).__name__ == "DataLossError":
     return "%s: the file is truncated or corrupt; recreate it" % first_line(message)
   for number, text, fix in _MACHINE_FAULTS:
+    fix %= {"flag": flag}
     if isinstance(exc, OSError) and exc.errno == number:
       path = exc.filename or "(no file named)"
       if exc.filename2:
@@ -276,8 +284,22 @@ def machine_fault(exc):
       return "%s: %s; %s" % (path, text, fix)
     if not isinstance(exc, OSError) and text in message:
       line = next(l for l in message.splitlines() if text in l)  # TF's first may be generic.
-      return "%s: %s" % (first_line(line.strip()), fix)
+      line = re.sub(r"\.tempstate\d+", "", atomic_files.final_names(line.strip()))  # TF's own
+      return "%s: %s" % (first_line(line), fix)
   return None
+
+
+@contextlib.contextmanager
+def writing(flag_name):
+  """The block writes the outputs of --flag_name: a fault of the machine there (disk full,
+  read-only, ulimit -f) becomes one InputError line naming the file and that flag."""
+  try:
+    yield
+  except Exception as e:  # pylint: disable=broad-except
+    fault = machine_fault(e, flag_name) if _is_file_error(e) else None
+    if fault is None or isinstance(e, MemoryError):
+      raise
+    raise InputError(fault) from None
 
 
 def first_line(message, limit=400):
@@ -410,7 +432,8 @@ def _quiet_thread_faults():
 
 
 def _parse_flags(argv):
-  """absl's flag parsing, with a malformed or unknown flag reported as one `error:` line, exit 2.
+  """absl's flag parsing, with a malformed or unknown flag reported as one `error:` line, exit 2,
+  and --help / --helpshort / --helpfull exiting 0 once the help is printed (absl exits 1).
 
   absl's own parser prints "FATAL Flags parsing error" and exits 1; e.g. `--learning_rate=abc`
   becomes `error: flag --learning_rate=abc: could not convert string to float: 'abc' (see
@@ -422,6 +445,24 @@ def _parse_flags(argv):
   except flags.Error as e:
     message = " ".join(str(e).split())  # absl's multi-line messages (e.g. suggestions) on one line
     _fail("%s (see --helpshort)" % message, EXIT_INPUT_ERROR)
+  except SystemExit as e:  # absl exits 1 after printing the help it was asked for: that is done
+    if e.code == 1 and _asks_for_help(argv):
+      sys.stdout.flush()
+      sys.exit(0)
+    raise
+
+
+_HELP_FLAGS = ("help", "helpshort", "helpfull", "helpxml", "?")
+
+
+def _asks_for_help(argv):
+  """Whether the command line holds one of absl's help flags (before a `--`)."""
+  for arg in argv[1:]:
+    if arg == "--":
+      return False
+    if arg.startswith("-") and arg.lstrip("-").split("=")[0] in _HELP_FLAGS:
+      return True
+  return False
 
 
 def _show_project_flags_in_help():

@@ -15,6 +15,7 @@ from absl import flags
 from absl import logging
 
 from engine import cli
+from engine import predict_input
 
 FLAGS = flags.FLAGS
 
@@ -317,6 +318,11 @@ def predict_output(setup):
   return FLAGS.predict_output or os.path.join(setup.output_dir, "predict.txt")
 
 
+def predict_output_flag():
+  """The flag that chose predict_output's path, for error lines."""
+  return "predict_output" if FLAGS.predict_output else "output_dir"
+
+
 def define_epoch_flags():
   """--num_train_epochs, --num_train_steps and --warmup_proportion (the fine-tuning schedule)."""
   _define("float", "num_train_epochs", 3.0, "Total number of training epochs.")
@@ -553,11 +559,11 @@ def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None,
           max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case))
 
 
-def write_results(path, results):
-  """Writes `key = value` lines (sorted by key), the stock eval_results.txt format."""
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  with tf.io.gfile.GFile(path, "w") as writer:
-    logging.info("***** Results (%s) *****", path)
-    for key in sorted(results):
-      logging.info("  %s = %s", key, results[key])
-      writer.write("%s = %s\n" % (key, results[key]))
+def write_results(path, results, beside=()):
+  """Writes `key = value` lines (sorted by key), the stock eval_results.txt format, and the
+  (path, lines) files of `beside` that go with them (predict_input.write_line_files)."""
+  logging.info("***** Results (%s) *****", path)
+  for key in sorted(results):
+    logging.info("  %s = %s", key, results[key])
+  predict_input.write_line_files(
+      [(path, ["%s = %s" % (key, results[key]) for key in sorted(results)])] + list(beside))

@@ -18,7 +18,6 @@ multiples of every_n_steps), so a rerun of an early-stopped run does not train a
 """
 
 import os
-import shutil
 
 from absl import logging
 import tensorflow.compat.v1 as tf
@@ -151,22 +150,20 @@ class PeriodicEval(object):
         tf.Summary.Value(tag=name, simple_value=value) for name, value in numbers]), step)
     self._writer.flush()
     path = os.path.join(self._output_dir, EVAL_HISTORY)
-    new = not tf.io.gfile.exists(path)
-    with open(path, "a", encoding="utf-8") as f:
-      if new:
-        f.write("\t".join(["global_step"] + [name for name, _ in numbers]) + "\n")
-      f.write("\t".join([str(step)] + ["%.6g" % value for _, value in numbers]) + "\n")
+    history = ""
+    if os.path.isfile(path):  # Rewritten whole with the new row: a full disk cuts no row.
+      with open(path, encoding="utf-8") as f:
+        history = f.read()
+    if not history:
+      history = "\t".join(["global_step"] + [name for name, _ in numbers]) + "\n"
+    atomic_files.write_text(path, history + "\t".join(
+        [str(step)] + ["%.6g" % value for _, value in numbers]) + "\n")
 
   def _write_best(self, step, results):
     lines = ["best_metric = %s\n" % self._metric, "global_step = %d\n" % step]
     lines += ["%s = %s\n" % (k, v) for k, v in sorted(results.items())
               if k not in ("global_step", "best_metric")]
-
-    def _write(tmp_path):
-      with open(tmp_path, "w", encoding="utf-8") as f:
-        f.write("".join(lines))
-
-    atomic_files.write_atomically(os.path.join(self._output_dir, BEST_RESULTS), _write)
+    atomic_files.write_text(os.path.join(self._output_dir, BEST_RESULTS), "".join(lines))
 
   def _keep(self, checkpoint):
     """Copies `checkpoint`'s files into output_dir/best/, then removes the previous best.
@@ -182,7 +179,7 @@ class PeriodicEval(object):
     for path in tf.io.gfile.glob(checkpoint + ".*"):
       if path.endswith(".index") or ".data-" in path:
         atomic_files.write_atomically(os.path.join(best_dir, os.path.basename(path)),
-                                      lambda tmp, src=path: shutil.copyfile(src, tmp))
+                                      atomic_files.copy_writer(path))
     tf.train.update_checkpoint_state(best_dir, name, all_model_checkpoint_paths=[name])
     for f in old:
       atomic_files.remove_quietly(os.path.join(best_dir, f))

@@ -14,6 +14,7 @@ import tempfile
 
 from absl import logging
 
+from core import atomic_files
 from core.errors import InputError
 from engine import cli
 
@@ -68,17 +69,30 @@ def _read_path(path, fmt, read_tsv, make_example, name):
   return examples
 
 
-def write_lines(path, lines):
-  """Writes one line per item to `path` ("-": standard output)."""
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
-  text = "".join(line + "\n" for line in lines)
+def write_lines(path, lines, flag="output_dir"):
+  """Writes one line per item to `path` ("-": standard output); see write_line_files."""
   if path == STDIN:
-    sys.stdout.write(text)
+    sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
     return
-  with tf.io.gfile.GFile(path, "w") as writer:
-    writer.write(text)
-  logging.info("Wrote %d lines to %s", len(lines), path)
+  write_line_files([(path, lines)], flag)
+
+
+def write_line_files(files, flag="output_dir"):
+  """Writes files of one line per item that belong together (predictions beside their scores):
+  each whole, and none replaced unless all were written (atomic_files.write_all_atomically).
+
+  Args:
+    files: list of (path, list of str lines without newline).
+    flag: the flag that chose the paths ("predict_output", "output_dir"), named by the error
+      when the disk is full or read-only.
+  """
+  with cli.writing(flag):
+    atomic_files.write_all_atomically([
+        (path, atomic_files.text_writer("".join(line + "\n" for line in lines)))
+        for path, lines in files])
+  for path, lines in files:
+    logging.info("Wrote %d lines to %s", len(lines), path)
 
 
 def probabilities_path(output):

@@ -122,10 +122,5 @@ def write(output_dir, info):
   for key in _KEPT:
     if recorded.get(key):
       info.setdefault(key, recorded[key])
-  text = json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-  def _write(path):
-    with open(path, "w", encoding="utf-8") as f:
-      f.write(text)
-
-  atomic_files.write_atomically(os.path.join(output_dir, FILE_NAME), _write)
+  atomic_files.write_text(os.path.join(output_dir, FILE_NAME),
+                          json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -4,7 +4,7 @@ On a machine without an NVIDIA driver, or with CUDA_VISIBLE_DEVICES set to the e
 (the documented way to run on CPU), TensorFlow still tries to start CUDA and logs
 `failed call to cuInit: ...` at ERROR level, which reads like a failure of the run. There the
 C++ log level is raised to 3 (errors that matter reach Python as exceptions, which cli.run_main
-reports), unless the user set TF_CPP_MIN_LOG_LEVEL. TensorFlow 2.21 also prints absl's lines
+reports), unless the user set TF_CPP_MIN_LOG_LEVEL to 0 or 1. TensorFlow 2.21 also prints absl's lines
 from before its logging starts ("Could not find cuda drivers", "oneDNN custom operations are
 on", "All log messages before absl::InitializeLog()"), which no log level reaches: there
 TensorFlow is imported here with the C-level stderr pointed at /dev/null (an import error still
@@ -44,5 +44,5 @@ def _import_tensorflow_quietly():
 
 _LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
 if cpu_only() and (_LEVEL is None or _LEVEL in ("2", "3")):  # 0 or 1: the user wants the lines.
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # 2 would still show cuInit's ERROR line
   _import_tensorflow_quietly()

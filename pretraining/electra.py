@@ -8,6 +8,9 @@ It also says when the discriminator sits at the prior: it has learned only how o
 replaced (its loss is the binary entropy of the replaced share, it catches no replaced token),
 while its 50x loss pulls every token's final-layer vector to one point. Such an encoder can
 fine-tune worse than a random start; eval_results.txt, the log and export/WARNING.txt say so.
+They say so too when it does worse than the prior (a loss above the prior's with no replaced
+token caught: untrained, or pushed off by too high a learning rate; or an encoder that gives
+every token the same vector).
 """
 
 import os
@@ -16,6 +19,7 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from core import atomic_files
 from engine import checkpoints
 from engine import training
 from heads import pretraining as pretraining_model
@@ -24,7 +28,7 @@ from pretraining import mlm
 import modeling
 
 GENERATOR_EXPORT_DIR = os.path.join(checkpoints.EXPORT_DIR, "generator")
-EXPORT_WARNING = checkpoints.EXPORT_WARNING  # written while the discriminator sits at the prior
+EXPORT_WARNING = checkpoints.EXPORT_WARNING  # written while the discriminator is not past the prior
 
 # At the prior: the discriminator loss within PRIOR_LOSS_MARGIN (relative) of the binary entropy
 # of the replaced share, and under PRIOR_RECALL of the replaced tokens caught.
@@ -33,6 +37,8 @@ PRIOR_RECALL = 0.05
 # Collapsed: the spread of the final-layer token vectors (output_spread) below this; a random
 # BERT gives about 0.8 (tests/test_electra_prior.py), ELECTRA at the prior about 0.005.
 COLLAPSED_SPREAD = 0.1
+# Dead: a spread below this, every token's vector the same (lr 50 gave 0.000); whatever the loss.
+DEAD_SPREAD = 0.001
 DIAGNOSTIC_EXAMPLES = 256  # how many training examples the check after training scores
 
 
@@ -74,20 +80,19 @@ class ElectraObjective(object):
     return {"objective": self.name, "generator_config": self.generator_config.to_dict(),
             "disc_weight": self.disc_weight}
 
-  def export(self, output_dir):
-    """Writes the generator beside the discriminator's export/: export/generator/ holds
-    generator.ckpt (generator/... plus the shared bert/embeddings/...) and generator_config.json.
-    export/ itself (checkpoints.export_model) holds the discriminator: its stock bert/ names and
-    discriminator_predictions/.
+  def export_writes(self, output_dir):
+    """The generator beside the discriminator's export/, as atomic_files' (path, write_fn)
+    pairs for checkpoints.export_model: export/generator/ holds generator.ckpt (generator/...
+    plus the shared bert/embeddings/...) and generator_config.json. export/ itself holds the
+    discriminator: its stock bert/ names and discriminator_predictions/.
     """
     export_dir = os.path.join(output_dir, GENERATOR_EXPORT_DIR)
-    tf.io.gfile.makedirs(export_dir)
-    checkpoints.write_model_weights(checkpoints.latest_checkpoint(output_dir),
-                                 os.path.join(export_dir, "generator.ckpt"),
-                                 scopes=("generator/", "bert/embeddings/"))
-    with tf.io.gfile.GFile(os.path.join(export_dir, "generator_config.json"), "w") as writer:
-      writer.write(self.generator_config.to_json_string())
-    logging.info("Exported the generator to %s", export_dir)
+    checkpoint = checkpoints.latest_checkpoint(output_dir)
+    return [(os.path.join(export_dir, "generator.ckpt"),
+             lambda tmp: checkpoints.write_model_weights(
+                 checkpoint, tmp, scopes=("generator/", "bert/embeddings/"))),
+            (os.path.join(export_dir, "generator_config.json"),
+             atomic_files.text_writer(self.generator_config.to_json_string()))]
 
   def tower_fn_builder(self, has_nsp, is_training):
     """tower_fn(features, global_batch) -> (loss, outputs); NSP labels are ignored.
@@ -177,17 +182,18 @@ class ElectraObjective(object):
     results["discriminator_prior_loss"] = binary_entropy(share)
     results["encoder_output_spread"] = output_spread(outputs)
     results["discriminator_at_prior"] = int(at_prior(results))
-    if results["discriminator_at_prior"]:
-      results["warning"] = ("the discriminator sits at the prior; this encoder may fine-tune "
-                            "worse than a random start (what to do: export/%s after training, "
+    results["discriminator_worse_than_prior"] = int(worse_than_prior(results))
+    if results["discriminator_at_prior"] or results["discriminator_worse_than_prior"]:
+      results["warning"] = ("the discriminator %s; this encoder may fine-tune worse than a "
+                            "random start (what to do: export/%s after training, "
                             "docs/pretraining.md#which-objective-for-which-budget)" %
-                            EXPORT_WARNING)
+                            (_standing(results), EXPORT_WARNING))
     return results
 
   def check_trained(self, results, output_dir, source):
-    """After training: while the discriminator sits at the prior, logs a warning and writes
-    export/WARNING.txt (prior_warning); otherwise removes a WARNING.txt left by an earlier part
-    of the run.
+    """After training: while the discriminator sits at the prior or does worse, logs a warning
+    and writes export/WARNING.txt (prior_warning); otherwise removes a WARNING.txt left by an
+    earlier part of the run.
 
     Args:
       results: evaluation_metrics of the trained model on a few examples.
@@ -206,9 +212,8 @@ class ElectraObjective(object):
       return
     for line in text.splitlines()[:3]:
       logging.warning("%s", line)
+    atomic_files.write_text(path, text)
     logging.warning("Wrote %s", path)
-    with tf.io.gfile.GFile(path, "w") as writer:
-      writer.write(text)
 
   def prediction_lines(self, outputs, inv_vocab):
     """One line per example: what was replaced and what the discriminator flagged.
@@ -335,21 +340,43 @@ def at_prior(results):
               abs(results["discriminator_loss"] - prior) <= PRIOR_LOSS_MARGIN * prior)
 
 
+def worse_than_prior(results):
+  """Whether evaluation_metrics `results` say the discriminator does worse than the prior: its
+  loss more than PRIOR_LOSS_MARGIN above the binary entropy of the replaced share while it
+  catches under PRIOR_RECALL of the replaced tokens (untrained, or pushed off by too high a
+  learning rate), or its encoder output spread under DEAD_SPREAD (one vector for every token)."""
+  prior = results["discriminator_prior_loss"]
+  above = bool(prior and results["discriminator_recall"] < PRIOR_RECALL and
+               results["discriminator_loss"] > (1.0 + PRIOR_LOSS_MARGIN) * prior)
+  return above or results["encoder_output_spread"] < DEAD_SPREAD
+
+
+def _standing(results):
+  """"sits at the prior" or "does worse than the prior", for messages."""
+  return "sits at the prior" if at_prior(results) else "does worse than the prior"
+
+
 def prior_warning(results, source, disc_weight):
   """The text of export/WARNING.txt for `results` (evaluation_metrics), or None when the
-  discriminator is not at the prior."""
-  if not at_prior(results):
+  discriminator is neither at the prior nor worse."""
+  if not (at_prior(results) or worse_than_prior(results)):
     return None
   spread = results["encoder_output_spread"]
   collapsed = spread < COLLAPSED_SPREAD
+  loss, prior = results["discriminator_loss"], results["discriminator_prior_loss"]
+  share, recall = 100.0 * results["replaced_share"], 100.0 * results["discriminator_recall"]
+  if at_prior(results):
+    measured = ("On %s its loss is %.4f, the binary entropy of the %.1f%% share of replaced "
+                "tokens (%.4f): it has learned only how often a token is replaced, and it "
+                "catches %.1f%% of them (recall)." % (source, loss, share, prior, recall))
+  else:
+    measured = ("On %s its loss is %.4f, %s the %.4f of always predicting the %.1f%% share of "
+                "replaced tokens (the prior), and it catches %.1f%% of them (recall)." %
+                (source, loss, "above" if loss > prior else "against", prior, share, recall))
   return "\n".join([
-      "WARNING: this ELECTRA discriminator sits at the prior; as an encoder it may fine-tune "
-      "worse than a random start.",
-      "On %s its loss is %.4f, the binary entropy of the %.1f%% share of replaced tokens "
-      "(%.4f): it has learned only how often a token is replaced, and it catches %.1f%% of "
-      "them (recall)." % (source, results["discriminator_loss"],
-                          100.0 * results["replaced_share"], results["discriminator_prior_loss"],
-                          100.0 * results["discriminator_recall"]),
+      "WARNING: this ELECTRA discriminator %s; as an encoder it may fine-tune worse than a "
+      "random start." % _standing(results),
+      measured,
       "The spread of its final-layer token vectors is %.3f (a random BERT: about 0.8)%s." % (
           spread, "; the %gx discriminator loss has pulled every token to nearly one vector" %
           disc_weight if collapsed else ""),
@@ -361,9 +388,14 @@ def prior_warning(results, source, disc_weight):
       "1.0.",
       "",
       "What to do:",
+  ] + ([
+      "- a loss above the prior after training means the updates pushed the discriminator "
+      "off: lower --learning_rate (and check the loss curve in TensorBoard);"
+  ] if not at_prior(results) else []) + [
       "- train longer (more --num_train_steps), until eval_results.txt shows "
-      "discriminator_at_prior = 0 (a loss clearly under discriminator_prior_loss, an AUC above "
-      "0.5) and encoder_output_spread back near a random BERT's;",
+      "discriminator_at_prior = 0 and discriminator_worse_than_prior = 0 (a loss clearly under "
+      "discriminator_prior_loss, an AUC above 0.5) and encoder_output_spread back near a "
+      "random BERT's;",
       "- lower --disc_weight (%g now): it softens the collapse but does not end the plateau "
       "(on the tests' toy corpus after 30 steps, weights 50, 10 and 1 left spreads of 0.042, "
       "0.053 and 0.103, all at the prior; 300 steps at 50 left it, spread 0.39);" % disc_weight,

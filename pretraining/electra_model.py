@@ -60,16 +60,21 @@ def generator_config(bert_config, hidden_ratio):
 
 
 def sample_tokens(log_probs, seed=None):
-  """One token per row from softmax(log_probs): float [N, V] -> int32 [N].
+  """One token per row from softmax(log_probs): float [N, V] -> int32 [N], always in [0, V).
 
   seed: None for a stateful op (training: new samples every step), or a pair of ints for a
   stateless draw that repeats (evaluation).
+
+  A row with a NaN (weights gone non-finite: too high a learning rate) makes TensorFlow's
+  categorical return V, an id past the vocabulary that would fail the discriminator's embedding
+  lookup; it is clipped to V - 1, so the step runs on and gives a non-finite loss, which the
+  training loop reports as a divergence (engine/training.py), as for the masked LM.
   """
   if seed is None:
     samples = tf.random.categorical(log_probs, 1, dtype=tf.int32)
   else:
     samples = tf.random.stateless_categorical(log_probs, 1, seed=seed, dtype=tf.int32)
-  return tf.reshape(samples, [-1])
+  return tf.minimum(tf.reshape(samples, [-1]), tf.shape(log_probs)[-1] - 1)
 
 
 def most_likely_tokens(log_probs):

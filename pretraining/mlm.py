@@ -4,8 +4,8 @@ The peer of pretraining/electra.py: both give the trainer one objective object w
 interface -- `tower_fn_builder(has_nsp, is_training)` for training.train and
 inference.run_inference, `evaluation_metrics(outputs)` for eval_results.txt (both score their
 masked LM with heads.pretraining.masked_lm_metrics), `prediction_lines(outputs, inv_vocab)` for
-predict.txt, `run_identity()` for run_info.json and `export(output_dir)` for what export/ needs
-beyond the model weights.
+predict.txt, `run_identity()` for run_info.json and `export_writes(output_dir)` for what
+export/ needs beyond the model weights.
 """
 
 import numpy as np
@@ -164,9 +164,10 @@ class MaskedLmObjective(object):
     del init_checkpoint
     return ()
 
-  def export(self, output_dir):
+  def export_writes(self, output_dir):
     """Nothing beyond export/ (checkpoints.export_model): the heads are the stock cls/."""
     del output_dir
+    return []
 
   @staticmethod
   def evaluation_metrics(outputs):

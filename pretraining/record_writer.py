@@ -132,16 +132,23 @@ class TFRecordFile(object):
   def flush(self):
     self._file.flush()
 
+  def finish(self):
+    """Writes the file out and closes it (under its temporary name)."""
+    if not self._file.closed:
+      try:
+        self._file.close()
+      except OSError as e:
+        raise OSError(e.errno, e.strerror, self.path)
+
   def close(self, keep=True):
-    """Closes the file (once); renames it into place if `keep`, else removes it."""
-    if self._file.closed:
-      return
+    """Closes the file; renames it into place if `keep`, else removes it."""
     if keep:
-      self._file.close()
-      os.replace(self._file.name, self.path)
+      self.finish()
+      if os.path.exists(self._file.name):
+        os.replace(self._file.name, self.path)
       return
     try:
-      self._file.close()
+      self.finish()
     except OSError:  # e.g. the disk is still full; the file goes anyway.
       pass
     atomic_files.remove_quietly(self._file.name)
@@ -174,8 +181,8 @@ class RecordWriter(object):
     for record in self._buffer:
       self._write(record)
     self._buffer = []
-    for writer in self._writers:
-      writer.flush()
+    for writer in self._writers:  # Every file whole before any is renamed into place.
+      writer.finish()
     for writer in self._writers:
       writer.close(keep=True)
 

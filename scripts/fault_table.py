@@ -1,7 +1,8 @@
 """Prints the fault table: each case of tests/fault_cases.py, its outcome class and its line.
 
 Run through scripts/fault_table.sh. Exit status 0 when every case ended as expected (a clear
-error, or handled), 1 otherwise.
+error, or handled), 1 otherwise. `--list` names every case (script, expected end) without
+building or running anything (and without importing TensorFlow).
 """
 
 import argparse
@@ -26,10 +27,17 @@ def main():
   parser.add_argument("names", nargs="*", help="run only cases whose name contains one of these")
   parser.add_argument("--keep", help="build and keep everything in this directory")
   parser.add_argument("--parallel", type=int, default=2, help="cases run at once")
+  parser.add_argument("--list", action="store_true",
+                      help="print the cases (name, script, expected end) and exit")
   args = parser.parse_args()
-  root = args.keep or tempfile.mkdtemp(prefix="fault-table-")
   cases = [c for c in fault_cases.all_cases()
            if not args.names or any(n in c.name for n in args.names)]
+  if args.list:
+    for c in cases:
+      print("%-46s %-28s %s%s" % (c.name, c.script, c.expect, " (root)" if c.needs_root else ""))
+    print("%d cases" % len(cases))
+    return 0
+  root = args.keep or tempfile.mkdtemp(prefix="fault-table-")
   start = time.time()
   print("Building the fixtures in %s ..." % root, flush=True)
   world = fault_cases.World(os.path.join(root, "world")).build(args.parallel)

@@ -24,13 +24,13 @@ tanh approximation, transformers' "gelu_new". Optimizer slots and global_step ar
 import json
 import os
 import re
-import shutil
 import struct
 
 from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from core import atomic_files
 from engine import checkpoints
 from engine import cli
 from engine import run_info
@@ -122,8 +122,10 @@ def hf_to_bert(hf_model_dir, output_dir, hf_generator_dir=None):
   vocab_path = os.path.join(hf_model_dir, "vocab.txt")
   if os.path.isfile(vocab_path):
     _check_vocab_size(vocab_path, bert_config, config_path)
-  _write_stock_dir(output_dir, bert_config, hf_model_dir)
-  return _write_checkpoint(variables, os.path.join(output_dir, "bert_model.ckpt"))
+  prefix = os.path.join(output_dir, "bert_model.ckpt")
+  _write_outputs(_stock_dir_writes(output_dir, bert_config, hf_model_dir) +
+                 [_checkpoint_write(variables, prefix)], checkpoint_prefixes=[prefix])
+  return len(variables)
 
 
 def _read_hf_dir(hf_model_dir, flag):
@@ -186,26 +188,43 @@ def _check_tensors_fit(variables, bert_config, what, config_name, scope="bert/")
                            (what, name, config_name, bert_config.num_hidden_layers))
 
 
-def _write_stock_dir(output_dir, bert_config, hf_model_dir):
-  """bert_config.json, and vocab.txt when the Hugging Face folder has one."""
-  tf.io.gfile.makedirs(output_dir)
-  with open(os.path.join(output_dir, "bert_config.json"), "w") as f:
-    f.write(bert_config.to_json_string())
+def _write_outputs(writes, checkpoint_prefixes=()):
+  """Writes a converted model's files (atomic_files' (path, write_fn) pairs) all together or
+  not at all, then names each checkpoint of `checkpoint_prefixes` in its folder's `checkpoint`
+  file. Temporaries of a killed earlier conversion are removed first."""
+  for folder in sorted(set(os.path.dirname(path) for path, _ in writes)):
+    atomic_files.remove_stale_temporaries(folder)
+  with cli.writing("output_dir"):
+    atomic_files.write_all_atomically(writes)
+    for prefix in checkpoint_prefixes:
+      name = os.path.basename(prefix)
+      tf.train.update_checkpoint_state(os.path.dirname(prefix), name,
+                                       all_model_checkpoint_paths=[name])
+
+
+def _stock_dir_writes(output_dir, bert_config, hf_model_dir):
+  """The writes of bert_config.json, and of vocab.txt when the Hugging Face folder has one."""
+  writes = [(os.path.join(output_dir, "bert_config.json"),
+             atomic_files.text_writer(bert_config.to_json_string()))]
   vocab_path = os.path.join(hf_model_dir, "vocab.txt")
   if os.path.isfile(vocab_path):
-    shutil.copyfile(vocab_path, os.path.join(output_dir, "vocab.txt"))
+    writes.append((os.path.join(output_dir, "vocab.txt"), atomic_files.copy_writer(vocab_path)))
+  return writes
 
 
-def _write_checkpoint(variables, prefix):
-  """Saves {name: array} (plus global_step 0) as the checkpoint `prefix`; returns the count."""
-  with tf.Graph().as_default():
-    saved = [tf.Variable(value, name=name) for name, value in sorted(variables.items())]
-    saver = tf.train.Saver(saved + [tf.train.get_or_create_global_step()])
-    with tf.Session() as sess:
-      sess.run(tf.global_variables_initializer())
-      saver.save(sess, prefix, write_meta_graph=False)
-  logging.info("Wrote %d variables to %s", len(saved), prefix)
-  return len(saved)
+def _checkpoint_write(variables, prefix):
+  """The write of {name: array} (plus global_step 0) as the checkpoint `prefix`."""
+
+  def write(tmp_prefix):
+    with tf.Graph().as_default():
+      saved = [tf.Variable(value, name=name) for name, value in sorted(variables.items())]
+      saver = tf.train.Saver(saved + [tf.train.get_or_create_global_step()])
+      with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        saver.save(sess, tmp_prefix, write_meta_graph=False, write_state=False)
+    logging.info("Wrote %d variables to %s", len(saved), prefix)
+
+  return prefix, write
 
 
 # modeling.py activation names -> transformers' (ACT2FN) names of the same function.
@@ -395,19 +414,19 @@ def hf_electra_to_ours(hf_model_dir, output_dir, hf_generator_dir=None):
   _check_electra_fits(variables, bert_config, gen_config, "model.safetensors of %s" % (
       " and ".join(filter(None, (hf_model_dir, hf_generator_dir)))), config_path,
                       hf_generator_dir and os.path.join(hf_generator_dir, "config.json"))
-  _write_stock_dir(output_dir, bert_config, hf_model_dir)
-  count = _write_checkpoint(
-      {n: v for n, v in variables.items() if not n.startswith("generator/")},
-      os.path.join(output_dir, "bert_model.ckpt"))
+  prefixes = [os.path.join(output_dir, "bert_model.ckpt")]
+  parts = [{n: v for n, v in variables.items() if not n.startswith("generator/")}]
+  writes = _stock_dir_writes(output_dir, bert_config, hf_model_dir)
   if gen_config is not None:
     gen_dir = os.path.join(output_dir, GENERATOR_DIR)
-    tf.io.gfile.makedirs(gen_dir)
-    with open(os.path.join(gen_dir, GENERATOR_CONFIG), "w") as f:
-      f.write(gen_config.to_json_string())
-    count += _write_checkpoint(
-        {n: v for n, v in variables.items() if n.startswith(("generator/", "bert/embeddings/"))},
-        os.path.join(gen_dir, GENERATOR_CKPT))
-  return count
+    prefixes.append(os.path.join(gen_dir, GENERATOR_CKPT))
+    parts.append({n: v for n, v in variables.items()
+                  if n.startswith(("generator/", "bert/embeddings/"))})
+    writes.append((os.path.join(gen_dir, GENERATOR_CONFIG),
+                   atomic_files.text_writer(gen_config.to_json_string())))
+  _write_outputs(writes + [_checkpoint_write(part, prefix)
+                           for part, prefix in zip(parts, prefixes)], prefixes)
+  return sum(len(part) for part in parts)
 
 
 def _check_embedding_size(hf_config, width, config_path, why):
@@ -468,16 +487,16 @@ def _generator_config(checkpoint, generator_config_file):
                        (checkpoint, " and ".join(candidates), run_dir))
 
 
-def _copy_export_warning(checkpoint, hf_dir):
-  """Copies export/WARNING.txt of the checkpoint's run (beside it, or in its export/) into
-  `hf_dir`, so that the warning travels with the model."""
+def _export_warning_writes(checkpoint, hf_dir):
+  """The copy of export/WARNING.txt of the checkpoint's run (beside it, or in its export/) into
+  `hf_dir`, so that the warning travels with the model: [] without one."""
   run_dir = os.path.dirname(checkpoint)
   for path in (os.path.join(run_dir, checkpoints.EXPORT_WARNING),
                os.path.join(run_dir, checkpoints.EXPORT_DIR, checkpoints.EXPORT_WARNING)):
     if os.path.isfile(path):
-      shutil.copyfile(path, os.path.join(hf_dir, checkpoints.EXPORT_WARNING))
       logging.warning("%s: copied to %s", path, hf_dir)
-      return
+      return [(os.path.join(hf_dir, checkpoints.EXPORT_WARNING), atomic_files.copy_writer(path))]
+  return []
 
 
 def electra_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, output_dir,
@@ -507,11 +526,11 @@ def electra_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, outpu
                            "ElectraForMaskedLM has no embeddings_project then" % gen_config_name)
   _check_electra_fits(variables, bert_config, gen_config, what, bert_config_file,
                       gen_config_name)
-  models = {model: {} for model in ELECTRA_MODELS}
+  models, written = {model: {} for model in ELECTRA_MODELS}, 0
   for name, value in sorted(variables.items()):
     for model, hf_name, transpose in electra_name_to_hf(name):
       models[model][hf_name] = value.T if transpose else value
-  written = 0
+  writes = []
   for model, tensors in models.items():
     if model == "generator" and gen_config is None:
       continue
@@ -525,16 +544,22 @@ def electra_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, outpu
     hf = _hf_base_config(config, architecture, "electra")
     hf["embedding_size"] = bert_config.hidden_size
     hf["tie_word_embeddings"] = True
-    _write_hf_dir(os.path.join(output_dir, model), tensors, hf, vocab_file, do_lower_case,
-                  "ElectraTokenizer", bert_config.max_position_embeddings)
+    writes += _hf_dir_writes(os.path.join(output_dir, model), tensors, hf, vocab_file,
+                             do_lower_case, "ElectraTokenizer",
+                             bert_config.max_position_embeddings)
     written += len(tensors)
-  _copy_export_warning(checkpoint, os.path.join(output_dir, "discriminator"))
+  discriminator_dir = os.path.join(output_dir, "discriminator")
+  warning = _export_warning_writes(checkpoint, discriminator_dir)
+  _write_outputs(writes + warning)
+  if not warning:  # One written by an earlier conversion into this folder no longer holds.
+    atomic_files.remove_quietly(os.path.join(discriminator_dir, checkpoints.EXPORT_WARNING))
   logging.info("Wrote %d tensors of %s to %s", written, what, output_dir)
   return written
 
 
-def write_safetensors(path, tensors):
-  """Writes {name: numpy array} as a .safetensors file (header, then raw little-endian data).
+def safetensors_chunks(tensors):
+  """{name: numpy array} as the bytes of a .safetensors file (header, then raw little-endian
+  data): a list of bytes, for atomic_files.bytes_writer.
 
   The layout read by convert_hf_checkpoint.read_safetensors: an 8-byte header length, a JSON
   header of dtype, shape and data offsets per tensor, padded with spaces to 8 bytes, the data.
@@ -551,11 +576,7 @@ def write_safetensors(path, tensors):
     offset += len(data)
   header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
   header_bytes += b" " * (-len(header_bytes) % 8)
-  with open(path, "wb") as f:
-    f.write(struct.pack("<Q", len(header_bytes)))
-    f.write(header_bytes)
-    for chunk in chunks:
-      f.write(chunk)
+  return [struct.pack("<Q", len(header_bytes)), header_bytes] + chunks
 
 
 def resolve_checkpoint(path):
@@ -695,27 +716,27 @@ def bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_f
       continue
     value = reader.get_tensor(name)
     tensors[mapped[0]] = value.T if mapped[1] else value
-  _write_hf_dir(output_dir, tensors, hf_config(bert_config, names, labels), vocab_file,
-                do_lower_case, "BertTokenizer", bert_config.max_position_embeddings)
+  _write_outputs(_hf_dir_writes(output_dir, tensors, hf_config(bert_config, names, labels),
+                                vocab_file, do_lower_case, "BertTokenizer",
+                                bert_config.max_position_embeddings))
   logging.info("Wrote %d tensors of %s to %s", len(tensors), checkpoint, output_dir)
   return len(tensors)
 
 
-def _write_hf_dir(output_dir, tensors, config, vocab_file, do_lower_case, tokenizer_class,
-                  model_max_length):
-  """A Hugging Face model folder: model.safetensors, config.json and the WordPiece tokenizer's
-  files (vocab.txt, tokenizer_config.json, special_tokens_map.json)."""
-  os.makedirs(output_dir, exist_ok=True)
-  write_safetensors(os.path.join(output_dir, "model.safetensors"), tensors)
-  _write_json(os.path.join(output_dir, "config.json"), config)
-  shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
-  _write_json(os.path.join(output_dir, "special_tokens_map.json"), _SPECIAL_TOKENS)
-  _write_json(os.path.join(output_dir, "tokenizer_config.json"), dict(
-      _SPECIAL_TOKENS, tokenizer_class=tokenizer_class, do_lower_case=do_lower_case,
-      tokenize_chinese_chars=True, strip_accents=None, model_max_length=model_max_length))
+def _hf_dir_writes(output_dir, tensors, config, vocab_file, do_lower_case, tokenizer_class,
+                   model_max_length):
+  """The writes of a Hugging Face model folder: model.safetensors, config.json and the WordPiece
+  tokenizer's files (vocab.txt, tokenizer_config.json, special_tokens_map.json)."""
+  return [
+      (os.path.join(output_dir, "model.safetensors"),
+       atomic_files.bytes_writer(safetensors_chunks(tensors))),
+      (os.path.join(output_dir, "config.json"), _json_writer(config)),
+      (os.path.join(output_dir, "vocab.txt"), atomic_files.copy_writer(vocab_file)),
+      (os.path.join(output_dir, "special_tokens_map.json"), _json_writer(_SPECIAL_TOKENS)),
+      (os.path.join(output_dir, "tokenizer_config.json"), _json_writer(dict(
+          _SPECIAL_TOKENS, tokenizer_class=tokenizer_class, do_lower_case=do_lower_case,
+          tokenize_chinese_chars=True, strip_accents=None, model_max_length=model_max_length)))]
 
 
-def _write_json(path, value):
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2, ensure_ascii=False)
-    f.write("\n")
+def _json_writer(value):
+  return atomic_files.text_writer(json.dumps(value, indent=2, ensure_ascii=False) + "\n")

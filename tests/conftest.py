@@ -33,6 +33,7 @@ def _absl_info_logging():
 # tests/test_fast_tier.py checks that these files reach every module of the project.
 FAST_TESTS = {
     "test_layout.py": "*",
+    "test_writes_whole.py": "*",
     "test_fast_tier.py": "*",
     "test_tokenization.py": "*",
     "test_masking.py": "*",

@@ -431,6 +431,7 @@ def run_cases(world, cases, root, parallel=2, on_result=None):
 
 CLF, RW, PT, CPD = ("run_classifier_mgpu.py", "run_rewrite_finetune.py", "run_pretraining_mgpu.py",
                     "create_pretraining_data.py")
+CTH, CHC = "convert_to_hf.py", "convert_hf_checkpoint.py"
 BIG = 20000  # rows of the data sets that keep a stage busy long enough to be interrupted
 
 
@@ -500,13 +501,7 @@ def _ctrl_c(world, d, pid):
 def _fill_disk(world, d, pid):
   """Trigger action: fills the tmpfs at case_dir/out to the last byte."""
   del world, pid
-  with open(os.path.join(out(d), "filler"), "wb") as f:
-    try:
-      while True:
-        f.write(b"\0" * (1 << 16))
-        f.flush()
-    except OSError:
-      pass
+  _fill_leaving(out(d))
 
 
 def _resumes(rerun_args, script=CLF, expect_files=(), max_lost=None):
@@ -1030,10 +1025,11 @@ def all_cases():
            fragments=["SIGINT"], check=_no_output("out.tfrecord")),
       case("cpd_disk_full", CPD, _cpd("--dupe_factor=1000",
                                       output=lambda d: os.path.join(out(d), "o.tfrecord")),
-           prepare=_mount_out(64), needs_root=True, fragments=["No space left on device"],
+           prepare=_mount_out(64), needs_root=True,
+           fragments=["No space left on device", "--output_file"],
            check=lambda w, d, e: ("damaged", "left %s" % os.listdir(out(d)))
            if os.listdir(out(d)) else None),
-  ]
+  ] + output_cases() + electra_cases() + help_cases()
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "duplicate case names"
   return cases
@@ -1093,3 +1089,235 @@ def _latest_finite_step_at_least(step):
       return "damaged", "checkpoints now %s" % steps
     return None
   return check
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs written whole (issue 30): a disk that fills up while a script writes its outputs
+# leaves the files it was replacing as they were (a set of files that belong together never
+# mixes new and old), no temporary file, and one line naming the flag whose path failed.
+
+PAGE = 4096  # tmpfs counts whole pages
+
+
+def _fill_leaving(folder, free_bytes=0):
+  """Fills the tmpfs at `folder` with a file `filler`, then frees the whole pages that a file of
+  `free_bytes` takes (0: full to the last byte)."""
+  filler = os.path.join(folder, "filler")
+  try:
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+  except OSError:  # Full already (the run filled it): nothing to free either.
+    return
+  try:
+    while True:
+      os.write(fd, b"\0" * (1 << 16))
+  except OSError:
+    pass
+  finally:
+    os.close(fd)
+  pages = -(-os.path.getsize(filler) // PAGE) - -(-free_bytes // PAGE)
+  os.truncate(filler, max(pages, 0) * PAGE)
+
+
+def _tree(folder):
+  """{relative path: bytes} of the files under `folder`, a full disk's filler left out."""
+  files = {}
+  for top, _, names in os.walk(folder):
+    for name in names:
+      path = os.path.join(top, name)
+      if name != "filler":
+        with open(path, "rb") as f:
+          files[os.path.relpath(path, folder)] = f.read()
+  return files
+
+
+def _full_disk(folder, populate, free_bytes=0, size_kb=1024):
+  """prepare: mounts a tmpfs at case_dir/<folder>, fills it with populate(world, d, path) (the
+  good state), keeps a copy for _unchanged, then fills the disk up but for free_bytes (a number,
+  or callable(world, d); None leaves the filling to a trigger: _fill(folder)). size_kb: a
+  number or callable(world)."""
+
+  def prepare(world, d):
+    path = world.mount_tmpfs(os.path.join(d, folder),
+                             size_kb(world) if callable(size_kb) else size_kb)
+    populate(world, d, path)
+    shutil.copytree(path, os.path.join(d, "before-" + folder))
+    if free_bytes is not None:
+      _fill_leaving(path, free_bytes(world, d) if callable(free_bytes) else free_bytes)
+
+  return prepare
+
+
+def _fill(folder):
+  """Trigger action: fills the tmpfs at case_dir/<folder> to the last byte."""
+  return lambda world, d, pid: _fill_leaving(os.path.join(d, folder))
+
+
+def _unchanged(folder):
+  """check: case_dir/<folder> holds what it held before the run, byte for byte: no output
+  replaced (or cut), none mixed with the old ones, no temporary file left."""
+
+  def check(world, d, stderr):
+    del world, stderr
+    before, after = _tree(os.path.join(d, "before-" + folder)), _tree(os.path.join(d, folder))
+    changed = sorted(set(before) ^ set(after) |
+                     {n for n in before if n in after and before[n] != after[n]})
+    return ("damaged", "%s changed: %s" % (folder, changed)) if changed else None
+
+  return check
+
+
+def _room_for(attr, extra_kb=64):
+  """size_kb: the size of one of the world's output_dirs, plus extra_kb (a trigger then fills
+  the rest at once)."""
+  def size_kb(world):
+    return sum(len(v) for v in _tree(getattr(world, attr)).values()) // 1024 + 4 * len(
+        _tree(getattr(world, attr))) + extra_kb
+  return size_kb
+
+
+def _old_files(*names):
+  """populate: files `names` holding "old" (the previous good outputs)."""
+  def populate(world, d, path):
+    del world, d
+    for name in names:
+      _write(os.path.join(path, name), "old\n")
+  return populate
+
+
+def _copy_into(attr):
+  """populate: a copy of one of the world's trained output_dirs."""
+  return lambda world, d, path: shutil.copytree(getattr(world, attr), path, dirs_exist_ok=True)
+
+
+def _convert_to_hf(world, checkpoint, output_dir):
+  _check_ok(run(CTH, "--checkpoint=%s" % checkpoint, "--bert_config_file=%s" % world.config,
+                "--vocab_file=%s" % world.vocab, "--output_dir=%s" % output_dir),
+            "the case's conversion")
+  return output_dir
+
+
+def _size_of_new(name, make):
+  """free_bytes: the size of the file `name` that make(world, d, scratch folder) writes (what
+  the case's run writes first), so that file fits and the next one does not."""
+  def free_bytes(world, d):
+    scratch = os.path.join(d, "scratch")
+    make(world, d, scratch)
+    return os.path.getsize(os.path.join(scratch, name))
+  return free_bytes
+
+
+def _train_electra(world, d):
+  """A 4-step ELECTRA run in case_dir/electra, checkpoints at steps 2 and 4."""
+  _check_ok(run(PT, *world.pt_args(os.path.join(d, "electra"), "--do_train",
+                                   "--objective=electra")), "the case's ELECTRA run")
+
+
+def output_cases():
+  """Damaged output on a full disk, one case per script that writes predictions or models."""
+  electra = lambda d, step: os.path.join(d, "electra", "model.ckpt-%d" % step)
+  return [
+      # Predictions and their scores belong together: one free page lets p.txt be written
+      # whole, and p_probabilities.tsv not; neither may replace the old pair.
+      case("clf_disk_full_predict_output_pair", CLF, lambda w, d: w.clf_args(
+          out(d), "--do_predict", "--predict_output=%s" % os.path.join(d, "full", "p.txt")),
+           prepare=both(copy_of("clf_out"), _full_disk(
+               "full", _old_files("p.txt", "p_probabilities.tsv"), free_bytes=PAGE,
+               size_kb=256)), needs_root=True,
+           fragments=["p_probabilities.tsv", "No space left on device", "--predict_output"],
+           check=_unchanged("full")),
+      case("clf_disk_full_test_results_pair", CLF, _clf("--do_predict"),
+           prepare=_full_disk("out", _copy_into("clf_out"), free_bytes=PAGE,
+                              size_kb=_room_for("clf_out")),
+           needs_root=True,
+           fragments=["test_results.tsv", "No space left on device", "--output_dir"],
+           check=_unchanged("out")),
+      case("rw_disk_full_predict_output", RW, lambda w, d: w.rw_args(
+          out(d), "--do_predict", "--predict_output=%s" % os.path.join(d, "full", "p.txt")),
+           prepare=both(copy_of("rw_out"), _full_disk("full", _old_files("p.txt"),
+                                                      free_bytes=None, size_kb=64)),
+           needs_root=True, trigger=Trigger(r"Restoring parameters", _fill("full")),
+           fragments=["p.txt", "No space left on device", "--predict_output"],
+           check=_unchanged("full")),
+      case("pt_disk_full_eval_and_predict", PT, _pt("--do_eval", "--do_predict"),
+           prepare=_full_disk("out", _copy_into("pt_out"), free_bytes=None,
+                              size_kb=_room_for("pt_out")),
+           needs_root=True, trigger=Trigger(r"Restoring parameters", _fill("out")),
+           fragments=["eval_results.txt", "No space left on device", "--output_dir"],
+           check=_unchanged("out")),
+      # A model folder: the new model.safetensors fits, its config.json does not; the old
+      # model (a classifier) must stay whole, not get the new weights beside its old config.
+      case("cth_disk_full_model_folder", CTH, lambda w, d: [
+          "--checkpoint=%s" % w.pt_out, "--bert_config_file=%s" % w.config,
+          "--vocab_file=%s" % w.vocab, "--output_dir=%s" % os.path.join(d, "hf")],
+           prepare=_full_disk(
+               "hf", lambda w, d, path: _convert_to_hf(w, w.clf_out, path),
+               free_bytes=_size_of_new("model.safetensors",
+                                       lambda w, d, to: _convert_to_hf(w, w.pt_out, to))),
+           needs_root=True, fragments=["No space left on device", "--output_dir"],
+           check=_unchanged("hf")),
+      # ELECTRA's two folders: the new discriminator/model.safetensors fits, nothing more.
+      case("cth_electra_disk_full_both_folders", CTH, lambda w, d: [
+          "--checkpoint=%s" % electra(d, 4), "--bert_config_file=%s" % w.config,
+          "--vocab_file=%s" % w.vocab, "--output_dir=%s" % os.path.join(d, "hf")],
+           prepare=_full_disk(
+               "hf", lambda w, d, path: (_train_electra(w, d),
+                                         _convert_to_hf(w, electra(d, 2), path)),
+               free_bytes=_size_of_new("discriminator/model.safetensors",
+                                       lambda w, d, to: _convert_to_hf(w, electra(d, 4), to))),
+           needs_root=True, fragments=["No space left on device", "--output_dir"],
+           check=_unchanged("hf"), timeout=240),
+      # bert_config.json and vocab.txt fit (two pages), the checkpoint does not.
+      case("chc_disk_full_checkpoint_folder", CHC, lambda w, d: [
+          "--hf_model_dir=%s" % os.path.join(d, "hf_pt"), "--output_dir=%s" % os.path.join(
+              d, "tf")],
+           prepare=_full_disk(
+               "tf", lambda w, d, path: (
+                   _convert_to_hf(w, w.pt_out, os.path.join(d, "hf_pt")),
+                   _check_ok(run(CHC, "--hf_model_dir=%s" % _convert_to_hf(
+                       w, w.clf_out, os.path.join(d, "hf_clf")), "--output_dir=%s" % path),
+                             "the case's first conversion")),
+               free_bytes=2 * PAGE),
+           needs_root=True, fragments=["No space left on device", "--output_dir"],
+           check=_unchanged("tf")),
+  ]
+
+
+def _warns_worse_than_prior(world, d, stderr):
+  """check: the log and export/WARNING.txt say the discriminator does worse than the prior."""
+  del world
+  path = os.path.join(out(d), "export", "WARNING.txt")
+  if "discriminator does worse than the prior" not in stderr:
+    return "silent", "the log does not say the discriminator does worse than the prior"
+  if not os.path.isfile(path):
+    return "silent", "no export/WARNING.txt"
+  with open(path, encoding="utf-8") as f:
+    text = f.read()
+  return None if "lower --learning_rate" in text else ("unclear", "WARNING.txt: %s" % text[:200])
+
+
+def electra_cases():
+  """ELECTRA fails as the masked LM does: non-finite weights are a divergence (exit 2), on one
+  tower, on towers and on stages, and a discriminator worse than the prior is flagged."""
+  nan = ("--do_train", "--learning_rate=1e4", "--num_train_steps=20")
+  return [
+      case("pt_electra_nonfinite_one_tower", PT, _pt(*nan + ("--objective=electra",)),
+           fragments=["--learning_rate", "diverged"], check=no_leftovers),
+      case("pt_electra_nonfinite_towers", PT, _pt(*nan + ("--objective=electra", "--n_gpus=2")),
+           fragments=["--learning_rate", "diverged"], check=no_leftovers),
+      case("pt_electra_nonfinite_stages", PT, _pt(*nan + (
+          "--objective=electra", "--n_gpus=2", "--pipeline_stages=2")),
+           fragments=["--learning_rate", "diverged"], check=no_leftovers),
+      case("pt_mlm_nonfinite", PT, _pt(*nan), fragments=["--learning_rate"],
+           check=no_leftovers),
+      case("rw_nonfinite", RW, _rw(*nan), fragments=["--learning_rate"], check=no_leftovers),
+      case("pt_electra_worse_than_prior", PT, _pt("--do_train", "--objective=electra",
+                                                  "--learning_rate=50"),
+           expect="ok", check=_warns_worse_than_prior),
+  ]
+
+
+def help_cases():
+  """--help exits 0 for every script (absl's own exit status is 1)."""
+  return [case("%s_help" % prefix, script, lambda w, d: ["--help"], expect="ok")
+          for prefix, script in (("clf", CLF), ("rw", RW), ("pt", PT), ("cpd", CPD),
+                                 ("cth", CTH), ("chc", CHC))]

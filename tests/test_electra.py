@@ -206,6 +206,27 @@ def test_roc_auc_matches_pair_counting():
   assert electra_pretraining.roc_auc(np.array([True, False]), np.array([0.9, 0.1])) == 1.0
 
 
+def test_sampling_from_non_finite_logits_stays_inside_the_vocabulary():
+  """NaN logits (weights blown up by a huge learning rate) make tf.random.categorical return V,
+  past the vocabulary; sample_tokens keeps every id a valid row of the embedding table, so the
+  step ends in a non-finite loss (a reported divergence) instead of a failed lookup."""
+  vocab = 7
+  log_probs = np.zeros([6, vocab], np.float32)
+  log_probs[0] = np.nan
+  log_probs[1, 3] = np.nan
+  log_probs[2] = -np.inf
+  log_probs[3, :] = np.log(np.eye(vocab)[4] + 1e-30)  # all on token 4
+  with tf.Graph().as_default(), tf.Session() as sess:
+    raw = tf.reshape(tf.random.categorical(tf.constant(log_probs), 1, seed=1), [-1])
+    stateful = electra_model.sample_tokens(tf.constant(log_probs))
+    stateless = electra_model.sample_tokens(tf.constant(log_probs), seed=[3, 0])
+    raw, stateful, stateless = sess.run([raw, stateful, stateless])
+  assert raw[0] == vocab  # what TensorFlow does: an id one past the vocabulary
+  for ids in (stateful, stateless):
+    assert ids.min() >= 0 and ids.max() < vocab, ids
+    assert ids[3] == 4  # finite rows sample as before
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   """Vocab, config and MLM-only records of a tiny corpus, plus a tiny classification task."""

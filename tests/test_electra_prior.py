@@ -53,6 +53,29 @@ def test_at_prior_needs_the_prior_loss_and_no_replaced_token_caught():
   assert electra_pretraining.prior_warning(_results(0.330, 0.0), "dev", 50.0) is None
 
 
+def test_worse_than_the_prior_is_flagged_too():
+  """The check is two-sided: a loss above the prior with nothing caught (the issue's 0.514
+  against 0.405, recall 0; an untrained 0.693), or an encoder that gives every token one vector
+  (lr 50: loss 2.06, spread 0.000), is flagged as the prior is."""
+  share = 0.15
+  prior = electra_pretraining.binary_entropy(share)
+  assert abs(prior - 0.4227) < 1e-3
+  cases = [(_results(0.514, 0.0, share=0.135), True), (_results(0.693, 0.0), True),
+           (dict(_results(2.06, 0.0), encoder_output_spread=0.0), True),
+           (dict(_results(0.30, 0.6), encoder_output_spread=0.0004), True),
+           (_results(0.378, 0.0), False),  # at the prior: the other check
+           (_results(0.330, 0.0), False),  # under the prior: learning
+           (dict(_results(0.60, 0.3), encoder_output_spread=0.5), False)]  # catches some
+  for results, worse in cases:
+    assert electra_pretraining.worse_than_prior(results) == worse, results
+  text = electra_pretraining.prior_warning(_results(0.514, 0.0, share=0.135), "dev", 50.0)
+  assert text.startswith("WARNING: this ELECTRA discriminator does worse than the prior")
+  assert "its loss is 0.5140, above the 0.3958 of always predicting" in text
+  assert "lower --learning_rate" in text
+  assert "lower --learning_rate" not in electra_pretraining.prior_warning(
+      _results(0.378, 0.0), "dev", 50.0)
+
+
 def _spread_directly(vectors, mask):
   """output_spread computed from the whole [N, L, H] array (what the sums stand for)."""
   tokens = vectors[mask > 0].astype(np.float64)

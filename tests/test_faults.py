@@ -54,7 +54,39 @@ def test_case(results, name):
 def test_the_table_is_large_and_covers_every_script():
   scripts = {c.script for c in CASES}
   assert len(CASES) >= 60
-  assert scripts == {fault_cases.CLF, fault_cases.RW, fault_cases.PT, fault_cases.CPD}
+  assert scripts == {fault_cases.CLF, fault_cases.RW, fault_cases.PT, fault_cases.CPD,
+                     fault_cases.CTH, fault_cases.CHC}
+
+
+def test_the_classes_of_issue_30_have_a_case_per_script():
+  """Damaged output on a full disk (each script that writes predictions or a model), non-finite
+  weights (each training script; ELECTRA on one tower, towers and stages), --help (all)."""
+  def scripts_of(*fragments):
+    return {c.script for c in CASES if all(f in c.name for f in fragments)}
+  assert scripts_of("disk_full") == scripts_of("help")
+  assert scripts_of("nonfinite") | scripts_of("nan") >= {fault_cases.CLF, fault_cases.RW,
+                                                         fault_cases.PT}
+  assert {c.name for c in CASES if c.name.startswith("pt_electra_nonfinite")} == {
+      "pt_electra_nonfinite_one_tower", "pt_electra_nonfinite_towers",
+      "pt_electra_nonfinite_stages"}
+
+
+def test_list_names_every_case_without_building_anything(tmp_path):
+  """scripts/fault_table.py --list prints every case, with no fixture built and no TensorFlow
+  imported (a `tensorflow` that fails to import is first on the path)."""
+  fake = tmp_path / "tensorflow"
+  fake.mkdir()
+  (fake / "__init__.py").write_text("raise ImportError('--list must not import TensorFlow')\n")
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), fault_cases.REPO_ROOT]),
+             TMPDIR=str(tmp_path))
+  proc = subprocess.run([sys.executable, os.path.join(fault_cases.REPO_ROOT, "scripts",
+                                                      "fault_table.py"), "--list"],
+                        env=env, capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  listed = [line.split()[0] for line in proc.stdout.splitlines()[:-1]]
+  assert listed == [c.name for c in CASES]
+  assert proc.stdout.splitlines()[-1] == "%d cases" % len(CASES)
+  assert sorted(os.listdir(str(tmp_path))) == ["tensorflow"]  # nothing built
 
 
 def test_kill9_during_training_loses_only_the_steps_since_the_last_checkpoint(results):
@@ -135,7 +167,8 @@ def test_a_stuck_call_still_exits_on_sigterm(tmp_path):
 
 @pytest.mark.parametrize("script", [fault_cases.CLF, fault_cases.RW, fault_cases.PT])
 def test_help_lists_the_shared_flags_and_not_tensorflows(script):
-  proc = fault_cases.run(script, "--help")  # absl exits 1 after printing the help
+  proc = fault_cases.run(script, "--help")
+  assert proc.returncode == 0, proc.stderr[-2000:]
   for flag in ("--output_dir", "--learning_rate", "--n_gpus", "--bert_config_file",
                "--vocab_file", "--do_train", "--worker_hosts", "--use_fp16"):
     assert flag in proc.stdout, flag
@@ -163,3 +196,4 @@ def test_cpu_only_runs_print_no_cuda_error(world, tmp_path):
       str(tmp_path / "out"), "--do_eval")), env=env, capture_output=True, text=True,
                         timeout=120)
   assert proc.returncode == 0 and "Could not find cuda drivers" not in proc.stderr
+  assert "cuInit" not in proc.stderr
