@@ -104,11 +104,12 @@ def require_output_dir(path, flag_name, create=True):
 
 
 def require_output_file(path, flag_name):
-  """Checks that the file `path` of --flag_name can be written, before any work; returns it.
+  """Checks that the file `path` of --flag_name can be written, before any work, creating its
+  folder (and the folder's parents) as the run scripts create --output_dir; returns `path`.
 
   Raises:
-    InputError: a path that is a directory, a folder that does not exist (or is a file) or
-      cannot be written.
+    InputError: a path that is a directory, a folder under a file, or a folder that cannot be
+      created or written.
   """
   what = "--%s=%s" % (flag_name, path)
   if os.path.isdir(path):
@@ -116,10 +117,13 @@ def require_output_file(path, flag_name):
   folder = os.path.dirname(os.path.abspath(path))
   if not os.path.isdir(folder):
     existing = _existing_part(folder)
-    if os.path.isdir(existing):
-      raise InputError("%s: the folder %s does not exist; create it or choose another path" %
-                       (what, folder))
-    raise InputError("%s: %s is a file, not a folder; choose another path" % (what, existing))
+    if not os.path.isdir(existing):
+      raise InputError("%s: %s is a file, not a folder; choose another path" % (what, existing))
+    try:
+      os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+      raise InputError("%s: cannot create the folder %s (%s); choose another path" %
+                       (what, folder, e.strerror))
   _check_writable(folder, what)
   return path
 

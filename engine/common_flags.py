@@ -407,11 +407,8 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
   tokenizer = tokenization.FullTokenizer(
       vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
       spm_model_file=FLAGS.spm_model_file)
-  if len(tokenizer.vocab) != bert_config.vocab_size:
-    raise cli.InputError(
-        "%s has %d entries but vocab_size=%d in %s: the vocabulary must be the one the model "
-        "was trained with" % (vocab_path, len(tokenizer.vocab), bert_config.vocab_size,
-                              FLAGS.bert_config_file))
+  tokenization.require_vocab_size(vocab_path, tokenizer.vocab, bert_config.vocab_size,
+                                  FLAGS.bert_config_file)
   tokenization.require_tokens(
       tokenizer.vocab, special_tokens, "--%s=%s" % (
           "spm_model_file" if FLAGS.spm_model_file else "vocab_file", vocab_path),

@@ -632,12 +632,8 @@ def _load_config_and_vocab(bert_config_file, vocab_file):
 
 def _check_vocab_size(vocab_file, bert_config, config_source):
   """The vocabulary must have vocab_size entries (InputError)."""
-  vocab = tokenization.load_vocab(vocab_file)
-  if len(vocab) != bert_config.vocab_size:
-    raise cli.InputError("%s has %d entries but vocab_size=%d in %s: the vocabulary must be the "
-                         "one the model was trained with" % (vocab_file, len(vocab),
-                                                             bert_config.vocab_size,
-                                                             config_source))
+  tokenization.require_vocab_size(vocab_file, tokenization.load_vocab(vocab_file),
+                                  bert_config.vocab_size, config_source)
 
 
 def _check_head_shapes(shapes, bert_config, what, config_source):

@@ -788,9 +788,10 @@ def all_cases():
            prepare=data_dir_with("clf_data", train__tsv=clf_rows(32).replace("\tneg", "\tpos")),
            fragments=["train.tsv", "every example has the label pos", "two classes"],
            check=nothing_written),
-      case("clf_predict_output_in_missing_folder", CLF,
-           _clf("--do_predict", "--predict_output=/no/such/folder/p.txt"),
-           prepare=copy_of("clf_out"), fragments=["--predict_output", "does not exist"]),
+      case("clf_predict_output_in_missing_folder", CLF, lambda w, d: w.clf_args(
+          out(d), "--do_predict", "--predict_output=%s" % os.path.join(d, "new", "p.txt")),
+           prepare=copy_of("clf_out"), expect="ok",
+           check=_file_lines(lambda d: os.path.join(d, "new", "p.txt"), 5)),
       case("clf_stray_tab_in_one_train_row", CLF, _clf("--do_train", data_dir="case"),
            prepare=data_dir_with("clf_data", train__tsv=clf_rows(32).replace(
                "\tneg\n", "\t多\tneg\n", 1)),
@@ -1003,8 +1004,11 @@ def all_cases():
            prepare=lambda w, d: _write_bytes(os.path.join(d, "bad.txt"),
                                              "甲乙丙丁。\n".encode("utf-8") * 4 + b"\xff\n"),
            fragments=["bad.txt:5", "utf-8"], check=_no_output("out.tfrecord")),
-      case("cpd_output_dir_missing", CPD, _cpd(output=lambda d: "/no/dir/out.tfrecord"),
-           fragments=["/no/dir"]),
+      # README's --output_file=data/train-0.tfrecord: the folder is made, as --output_dir is.
+      case("cpd_output_dir_missing", CPD, _cpd(output=lambda d: os.path.join(d, "data",
+                                                                             "out.tfrecord")),
+           expect="ok", check=lambda w, d, e: None if os.path.getsize(os.path.join(
+               d, "data", "out.tfrecord")) else ("silent", "data/out.tfrecord is empty")),
       case("cpd_output_is_dir", CPD, _cpd(output=lambda d: d), fragments=["is a directory"]),
       case("cpd_output_under_a_file", CPD,
            _cpd(output=lambda d: os.path.join(_write(os.path.join(d, "f"), "x"), "o.tfrecord")),
@@ -1081,6 +1085,19 @@ def _line_count(name, lines):
     with open(os.path.join(out(d), name), encoding="utf-8") as f:
       got = len(f.read().splitlines())
     return None if got == lines else ("silent", "%s has %d lines, expected %d" % (name, got,
+                                                                                 lines))
+  return check
+
+
+def _file_lines(path, lines):
+  """check: the file path(case_dir) holds `lines` lines."""
+  def check(world, d, stderr):
+    del world, stderr
+    if not os.path.isfile(path(d)):
+      return "silent", "%s was not written" % path(d)
+    with open(path(d), encoding="utf-8") as f:
+      got = len(f.read().splitlines())
+    return None if got == lines else ("silent", "%s has %d lines, expected %d" % (path(d), got,
                                                                                  lines))
   return check
 
