@@ -382,6 +382,7 @@ def run_main(main_fn, argv=None):
   def _guarded(args):
     _SignalWatch().install()
     _quiet_thread_faults()
+    _log_once()
     try:
       return main_fn(args)
     except InputError as e:
@@ -397,6 +398,20 @@ def run_main(main_fn, argv=None):
       _fail(_report_internal_error(e), EXIT_INTERNAL_ERROR)
 
   app.run(_guarded, argv=argv, flags_parser=_parse_flags)
+
+
+def _log_once():
+  """TensorFlow's logger prints through absl's handler only.
+
+  TensorFlow gives its logger a handler of its own when it is imported before absl's logging
+  starts (every script imports it first), so each of its lines ("Restoring parameters from
+  ...") would print twice: once as `INFO:tensorflow:...`, once in absl's format.
+  """
+  import logging as python_logging  # pylint: disable=g-import-not-at-top
+  tf_logger = python_logging.getLogger("tensorflow")
+  if python_logging.getLogger().handlers:  # absl's: the lines still reach stderr.
+    for handler in list(tf_logger.handlers):
+      tf_logger.removeHandler(handler)
 
 
 def _quiet_thread_faults():

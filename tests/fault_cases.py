@@ -555,6 +555,16 @@ def _stderr_has(*fragments):
   return check
 
 
+def _logged_once(pattern):
+  """check: exactly one line of the log matches `pattern`."""
+  def check(world, d, stderr):
+    del world, d
+    lines = [l for l in stderr.splitlines() if re.search(pattern, l)]
+    return None if len(lines) == 1 else ("unclear", "%d lines match %r: %s" % (
+        len(lines), pattern, lines[:3]))
+  return check
+
+
 def _all(*checks):
   def check(world, d, stderr):
     for c in checks:
@@ -863,6 +873,10 @@ def all_cases():
            fragments=["left its normal range at step 3", "diverged-step-", "starts again"],
            check=_all(_stderr_has(r"step 3: the loss .* left its normal range"), _resumes(
                _clf("--do_train", "--num_train_epochs=1"), expect_files=["model.ckpt-8.index"]))),
+      # TensorFlow's lines print once, in absl's format (not also as INFO:tensorflow:...).
+      case("clf_train_then_eval_logs_each_restore_once", CLF,
+           _clf("--do_train", "--do_eval", "--num_train_epochs=2"), prepare=copy_of("clf_out"),
+           expect="ok", check=_logged_once(r"Restoring parameters from \S*model\.ckpt-16\b")),
       case("clf_truncated_latest_checkpoint", CLF, _clf("--do_predict"),
            prepare=both(copy_of("clf_out"),
                         _truncate("model.ckpt-8.data-00000-of-00001")), expect="ok",
