@@ -555,6 +555,18 @@ def _stderr_has(*fragments):
   return check
 
 
+def _recorded_flags(**changes):
+  """prepare: the copied out/run_info.json records other flags of the training run."""
+  def prepare(world, d):
+    del world
+    path = os.path.join(out(d), "run_info.json")
+    with open(path, encoding="utf-8") as f:
+      info = json.load(f)
+    info["flags"].update(changes)
+    _write(path, json.dumps(info))
+  return prepare
+
+
 def _logged_once(pattern):
   """check: exactly one line of the log matches `pattern`."""
   def check(world, d, stderr):
@@ -873,6 +885,13 @@ def all_cases():
            fragments=["left its normal range at step 3", "diverged-step-", "starts again"],
            check=_all(_stderr_has(r"step 3: the loss .* left its normal range"), _resumes(
                _clf("--do_train", "--num_train_epochs=1"), expect_files=["model.ckpt-8.index"]))),
+      # A stride the user never passed (the training run's) that does not fit the window of
+      # another --max_seq_length gives way to the default instead of an error about it.
+      case("clf_eval_at_another_length_after_sliding_training", CLF, lambda w, d: [
+          "--output_dir=%s" % out(d), "--data_dir=%s" % w.clf_data, "--do_eval",
+          "--max_seq_length=8"], prepare=both(copy_of("clf_out"), _recorded_flags(
+              long_text="sliding", doc_stride=12, task_name="tsv")), expect="ok",
+           check=_stderr_has(r"--doc_stride=12 does not fit a window of 6 tokens")),
       # TensorFlow's lines print once, in absl's format (not also as INFO:tensorflow:...).
       case("clf_train_then_eval_logs_each_restore_once", CLF,
            _clf("--do_train", "--do_eval", "--num_train_epochs=2"), prepare=copy_of("clf_out"),
