@@ -51,11 +51,17 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None,
                     "A checkpoint prefix (e.g. out/model.ckpt-1000, export/bert_model.ckpt) or "
                     "a directory holding checkpoints (its latest one is converted).")
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the checkpoint.")
-flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the checkpoint.")
+flags.DEFINE_string("bert_config_file", None,
+                    "The bert_config.json of the checkpoint. Default: the one beside it "
+                    "(export/), else the one its run recorded in run_info.json; a config other "
+                    "than the run's is refused.")
+flags.DEFINE_string("vocab_file", None,
+                    "The WordPiece vocabulary of the checkpoint. Default: vocab.txt beside it "
+                    "(export/), else the one its run recorded in run_info.json; a vocabulary "
+                    "other than the run's is refused.")
 flags.DEFINE_bool("do_lower_case", True,
                   "Whether the model's tokenizer lower-cases (and strips accents); written to "
-                  "tokenizer_config.json.")
+                  "tokenizer_config.json. Default: the casing its run recorded, else true.")
 flags.DEFINE_string("labels_file", None,
                     "Classifier labels, one per line in output order; default labels.txt beside "
                     "the checkpoint (written by the tsv task). Without one, labels are named "
@@ -76,8 +82,8 @@ def main(_):
     raise cli.InputError("--checkpoint is required")
   cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
   huggingface.checkpoint_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
-                               FLAGS.do_lower_case, FLAGS.labels_file, FLAGS.output_dir,
-                               FLAGS.generator_config_file)
+                               FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,
+                               FLAGS.labels_file, FLAGS.output_dir, FLAGS.generator_config_file)
 
 
 if __name__ == "__main__":

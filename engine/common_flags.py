@@ -384,7 +384,7 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
   import tokenization  # pylint: disable=g-import-not-at-top
 
   if not FLAGS.bert_config_file:
-    raise cli.InputError("--bert_config_file is required")
+    raise cli.InputError("--bert_config_file is required" + _no_training_run(setup))
   bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
   max_seq_length = max_seq_length or FLAGS.max_seq_length
   if max_seq_length > bert_config.max_position_embeddings:
@@ -403,6 +403,8 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
     cli.require_file(FLAGS.spm_model_file, "spm_model_file")
     vocab_path = FLAGS.spm_model_file
   else:
+    if not FLAGS.vocab_file:
+      raise cli.InputError("--vocab_file is required" + _no_training_run(setup))
     vocab_path = cli.require_file(FLAGS.vocab_file, "vocab_file")
   tokenizer = tokenization.FullTokenizer(
       vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
@@ -417,6 +419,18 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
   digest = input_pipeline.cache_key(input_pipeline.file_digest(vocab_path), FLAGS.do_lower_case,
                                     bool(FLAGS.spm_model_file))
   return bert_config, tokenizer, digest
+
+
+def _no_training_run(setup):
+  """The end of the message of a flag that a run which does not train could not take from
+  --output_dir's training run: there is none, and what the folder holds instead ("" for a
+  training run, or when there is one)."""
+  from engine import checkpoints  # pylint: disable=g-import-not-at-top
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  if setup.trains or run_info.read(setup.output_dir):
+    return ""
+  return (": --output_dir=%s holds no training run to take it from (no %s); the folder %s" %
+          (setup.output_dir, run_info.FILE_NAME, checkpoints.describe_folder(setup.output_dir)))
 
 
 def _check_checkpoints_fit(setup, bert_config):

@@ -76,7 +76,7 @@ def read(output_dir):
   return info
 
 
-def check(output_dir, info, has_model):
+def check(output_dir, info, has_model, flag="output_dir", otherwise="use a new --output_dir"):
   """Raises InputError when output_dir's model was produced by other inputs than `info`.
 
   Args:
@@ -85,6 +85,8 @@ def check(output_dir, info, has_model):
       not compared.
     has_model: whether output_dir holds a checkpoint; without one nothing is compared (a failed
       first run may be rerun with other inputs).
+    flag: the flag that named output_dir (e.g. checkpoint for convert_to_hf.py).
+    otherwise: the other way out, ending the message.
   """
   if not has_model:
     return
@@ -100,9 +102,9 @@ def check(output_dir, info, has_model):
     was, now = _describe(old, new)
     if key == "vocab" and recorded.get("vocab_file"):
       was += " from %s" % recorded["vocab_file"]
-    raise InputError("--output_dir=%s holds a model made with a different %s: %s there (%s), %s "
-                     "in this run. Rerun with the original %s, or use a new --output_dir" %
-                     (output_dir, noun, was, FILE_NAME, now, fix))
+    raise InputError("--%s=%s holds a model made with a different %s: %s there (%s), %s "
+                     "in this run. Rerun with the original %s, or %s" %
+                     (flag, output_dir, noun, was, FILE_NAME, now, fix, otherwise))
 
 
 def _describe(old, new):
