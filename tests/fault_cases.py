@@ -1071,6 +1071,7 @@ def all_cases():
            check=lambda w, d, e: ("damaged", "left %s" % os.listdir(out(d)))
            if os.listdir(out(d)) else None),
   ]
+  cases += trained_dir_cases()
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "duplicate case names"
   return cases
@@ -1143,3 +1144,131 @@ def _latest_finite_step_at_least(step):
       return "damaged", "checkpoints now %s" % steps
     return None
   return check
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs that read a trained directory: they check what they are given against its run_info.json
+# (or say that there is no training run there, and what the folder holds).
+
+TO_HF, FROM_HF = "convert_to_hf.py", "convert_hf_checkpoint.py"
+_PREDICT_TEXT = "甲乙丙\n丁戊\n"
+
+
+def _predict_args(script, world, d, folder):
+  """A run that does not train on `folder` (predict with the script's least flags)."""
+  text = _write(os.path.join(d, "p.txt"), _PREDICT_TEXT)
+  if script == PT:
+    return ["--output_dir=%s" % folder, "--do_eval", "--input_file=%s" % world.records]
+  return ["--output_dir=%s" % folder, "--predict_file=%s" % text]
+
+
+def _on_folder(script, folder):
+  """args: predict (eval for pretraining) on folder(world, case_dir)."""
+  return lambda w, d: _predict_args(script, w, d, folder(w, d))
+
+
+def _fake_hf_folder(world, d):
+  """prepare: case_dir/out looks like a Hugging Face model folder (convert_to_hf.py's)."""
+  del world
+  _write(os.path.join(out(d), "config.json"), json.dumps(dict(CONFIG, model_type="bert")))
+  _write(os.path.join(out(d), "model.safetensors"), "")
+
+
+def _drop_run_info(world, d):
+  del world
+  os.remove(os.path.join(out(d), "run_info.json"))
+
+
+def _electra_pair_folder(world, d):
+  """prepare: case_dir/hf holds discriminator/ and generator/ as convert_to_hf.py writes an
+  ELECTRA."""
+  del world
+  for model in ("discriminator", "generator"):
+    _write(os.path.join(d, "hf", model, "config.json"), json.dumps(dict(CONFIG,
+                                                                         model_type="electra")))
+    _write(os.path.join(d, "hf", model, "model.safetensors"), "")
+
+
+def _to_hf(*extra, checkpoint="clf_out"):
+  def args(world, d):
+    return ["--checkpoint=%s" % getattr(world, checkpoint),
+            "--output_dir=%s" % os.path.join(d, "hf")] + [
+                e(world, d) if callable(e) else e for e in extra]
+  return args
+
+
+def _hf_written(world, d, stderr):
+  del world, stderr
+  names = sorted(os.listdir(os.path.join(d, "hf")))
+  return None if "model.safetensors" in names and "config.json" in names else (
+      "silent", "hf/ holds %s" % names)
+
+
+def trained_dir_cases():
+  """Runs that read a trained directory: no run there, another script's run, a folder where a
+  checkpoint is expected, a config or vocabulary other than the run's."""
+  cases = []
+  scripts = ((CLF, "clf"), (RW, "rw"), (PT, "pt"))
+  others = {CLF: "pt_out", RW: "clf_out", PT: "rw_out"}
+  for script, short in scripts:
+    cases += [
+        case("%s_predict_in_an_empty_dir" % short, script,
+             _on_folder(script, lambda w, d: out(d)), prepare=lambda w, d: os.makedirs(out(d)),
+             fragments=["no training run", "the folder is empty"]),
+        case("%s_predict_in_a_hugging_face_folder" % short, script,
+             _on_folder(script, lambda w, d: out(d)), prepare=_fake_hf_folder,
+             fragments=["no training run", "Hugging Face model", "convert_hf_checkpoint.py"]),
+        case("%s_predict_without_run_info" % short, script,
+             _on_folder(script, lambda w, d: out(d)),
+             prepare=both(copy_of(short + "_out"), _drop_run_info),
+             fragments=["no run_info.json", "checkpoints (the latest is"]),
+        case("%s_predict_in_another_scripts_dir" % short, script,
+             _on_folder(script, lambda w, d: out(d)), prepare=copy_of(others[script]),
+             fragments=["holds a training run of", "not of %s" % script]),
+        case("%s_init_checkpoint_is_a_run_dir" % short, script,
+             lambda w, d, s=script: _train_args(w, d, s) + ["--init_checkpoint=%s" % w.pt_out],
+             fragments=["not a folder", os.path.join("export", "bert_model.ckpt")],
+             check=nothing_written),
+        case("%s_init_checkpoint_is_a_hugging_face_folder" % short, script,
+             lambda w, d, s=script: _train_args(w, d, s) + [
+                 "--init_checkpoint=%s" % os.path.join(d, "out")],
+             prepare=_fake_hf_folder, fragments=["not a folder", "convert_hf_checkpoint.py"]),
+    ]
+  cases += [
+      case("to_hf_run_dir_alone", TO_HF, _to_hf(), expect="ok", check=_hf_written),
+      case("to_hf_config_of_other_heads", TO_HF, _to_hf(lambda w, d: "--bert_config_file=%s" %
+                                                        _config_file(d, num_attention_heads=4)),
+           fragments=["different model config", "num_attention_heads=2 there"]),
+      case("to_hf_config_of_another_activation", TO_HF,
+           _to_hf(lambda w, d: "--bert_config_file=%s" % _config_file(d, hidden_act="relu")),
+           fragments=["different model config", 'hidden_act="gelu" there']),
+      case("to_hf_other_vocabulary", TO_HF, _to_hf(lambda w, d: "--vocab_file=%s" %
+                                                    _vocab_file(d, swap=True)),
+           fragments=["different vocabulary"]),
+      case("to_hf_other_casing", TO_HF, _to_hf("--nodo_lower_case", checkpoint="pt_out"),
+           fragments=["different vocabulary", "do_lower_case=true"]),
+      case("to_hf_hugging_face_folder", TO_HF, lambda w, d: [
+          "--checkpoint=%s" % out(d), "--output_dir=%s" % os.path.join(d, "hf")],
+           prepare=_fake_hf_folder, fragments=["no checkpoint there", "Hugging Face model"]),
+      case("from_hf_electra_pair_folder", FROM_HF, lambda w, d: [
+          "--hf_model_dir=%s" % os.path.join(d, "hf"), "--output_dir=%s" % out(d)],
+           prepare=_electra_pair_folder,
+           fragments=["discriminator", "--hf_generator_dir=", "generator"]),
+      case("from_hf_run_dir", FROM_HF, lambda w, d: [
+          "--hf_model_dir=%s" % w.clf_out, "--output_dir=%s" % out(d)],
+           fragments=["no Hugging Face model there", "training run of run_classifier_mgpu.py"]),
+      case("clf_vocab_with_a_repeated_line", CLF, _clf("--do_train", vocab=_vocab_path),
+           prepare=lambda w, d: _write(os.path.join(d, "vocab.txt"), "\n".join(
+               VOCAB[:-1] + [VOCAB[7]]) + "\n"),
+           fragments=["line %d repeats line 8" % len(VOCAB), "vocab_size=%d" % len(VOCAB)]),
+  ]
+  return cases
+
+
+def _train_args(world, d, script):
+  """A training run of `script` in case_dir/out."""
+  if script == CLF:
+    return world.clf_args(out(d), "--do_train")
+  if script == RW:
+    return world.rw_args(out(d), "--do_train")
+  return world.pt_args(out(d), "--do_train")

@@ -54,7 +54,8 @@ def test_case(results, name):
 def test_the_table_is_large_and_covers_every_script():
   scripts = {c.script for c in CASES}
   assert len(CASES) >= 60
-  assert scripts == {fault_cases.CLF, fault_cases.RW, fault_cases.PT, fault_cases.CPD}
+  assert scripts == {fault_cases.CLF, fault_cases.RW, fault_cases.PT, fault_cases.CPD,
+                     fault_cases.TO_HF, fault_cases.FROM_HF}
 
 
 def test_kill9_during_training_loses_only_the_steps_since_the_last_checkpoint(results):
