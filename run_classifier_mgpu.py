@@ -323,12 +323,13 @@ def predict_features(examples, label_list, tokenizer, doc_stride):
   """Records of --predict_file's examples in a scratch directory (removed at exit): a one-off
   file is not cached in --output_dir."""
   path = os.path.join(predict_input.scratch_dir(), "predict.tf_record")
-  truncated = classifier_data.write_features(
+  counts = classifier_data.write_features(
       examples, {label: i for i, label in enumerate(label_list)}, FLAGS.max_seq_length,
       tokenizer, FLAGS.truncation, path, FLAGS.predict_file, need_label=False,
       long_text=FLAGS.long_text, doc_stride=doc_stride)
-  logging.info("Converted %d examples of --predict_file=%s (%d truncated to max_seq_length=%d)",
-               len(examples), FLAGS.predict_file, truncated, FLAGS.max_seq_length)
+  classifier_data.report_truncation("--predict_file=%s" % FLAGS.predict_file, len(examples),
+                                    counts, FLAGS.max_seq_length, FLAGS.truncation,
+                                    FLAGS.long_text)
   return path
 
 

@@ -287,8 +287,7 @@ def pretrain_rewrite(pipeline, files):
       pipeline.tokenizer_digest, tuple(tasks), FLAGS.pretrain_dupe_factor, FLAGS.random_seed)
   record_file = rewrite_data.cached_records(
       pipeline.setup.output_dir, "pretrain", key, make_pairs, pipeline.tokenizer,
-      FLAGS.max_seq_length,
-      FLAGS.max_target_length)
+      FLAGS.max_seq_length, FLAGS.max_target_length, targets_cut_by_design=True)
   num_examples = sum(1 for _ in tf.io.tf_record_iterator(record_file))
   pipeline.train(record_file, num_examples)
   checkpoints.export_model(pipeline.setup.output_dir, pipeline.bert_config, FLAGS.vocab_file,

@@ -34,6 +34,13 @@ def report(what, dropped, total, unit, why):
     return 0.0
   share = dropped / float(max(total, 1))
   log = logging.warning if share > WARN_SHARE else logging.info
-  log("%s: %d of %d %s (%.2f%%) %s%s", what, dropped, total, unit, 100.0 * share, why,
+  log("%s: %d of %d %s (%s) %s%s", what, dropped, total, unit, _percent(dropped, total), why,
       " (more than %g%% of the input)" % (100 * WARN_SHARE) if share > WARN_SHARE else "")
   return share
+
+
+def _percent(part, whole):
+  """part / whole in percent with 2 decimals, rounded down: a part is never shown as 100.00%,
+  and a share under 0.01% as <0.01%."""
+  hundredths = part * 10000 // max(whole, 1)
+  return "%d.%02d%%" % divmod(hundredths, 100) if hundredths else "<0.01%"

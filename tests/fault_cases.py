@@ -1071,7 +1071,7 @@ def all_cases():
            check=lambda w, d, e: ("damaged", "left %s" % os.listdir(out(d)))
            if os.listdir(out(d)) else None),
   ]
-  cases += trained_dir_cases()
+  cases += trained_dir_cases() + dropped_input_cases()
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "duplicate case names"
   return cases
@@ -1272,3 +1272,42 @@ def _train_args(world, d, script):
   if script == RW:
     return world.rw_args(out(d), "--do_train")
   return world.pt_args(out(d), "--do_train")
+
+
+# ---------------------------------------------------------------------------------------------
+# Input dropped or cut: the run says how much, and why (a warning above 10%).
+
+
+def _long_rows(rows, times=12):
+  """The rows of `rows` with their first column repeated `times` times (past 16 tokens)."""
+  return "".join("\t".join([r.split("\t")[0] * times] + r.split("\t")[1:])
+                 for r in rows.splitlines(True))
+
+
+def dropped_input_cases():
+  """Text cut to fit max_seq_length, a corpus on one line."""
+  return [
+      # The issue's corpus: 1 MB of text on one line made 3 instances, and said nothing.
+      case("cpd_corpus_on_one_line", CPD, _cpd(corpus=lambda d: _write(
+          os.path.join(d, "one_line.txt"), "".join(CHARS) * 30000 + "\n")), expect="ok",
+           check=_stderr_has(r"\(99\.\d\d%\) are in no instance", "one_line.txt:1, has "
+                             "360000 tokens", "one sentence per line")),
+      case("clf_long_texts_truncated", CLF, _clf("--do_train", "--do_eval", data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv=_long_rows(clf_rows(32)),
+                                 dev__tsv=_long_rows(clf_rows(8, 1))),
+           expect="ok", check=_stderr_has(
+               r"train\.tsv: \d+ of \d+ tokens \(\d\d\.\d\d%\) cut by --max_seq_length=16 in 32 "
+               r"of 32 examples", "--long_text=sliding")),
+      case("clf_predict_file_of_long_lines", CLF, lambda w, d: [
+          "--output_dir=%s" % out(d), "--predict_file=%s" % _write(
+              os.path.join(d, "p.txt"), "".join(CHARS) * 3 + "\n")],
+           prepare=copy_of("clf_out"), expect="ok", check=_stderr_has(
+               r"--predict_file=\S+p\.txt: 22 of 36 tokens \(61\.11%\) cut")),
+      case("rw_long_sources_and_targets_truncated", RW, _rw("--do_train", data_dir="case"),
+           prepare=data_dir_with("rw_data", train__tsv="".join(
+               "%s\t%s\n" % (s * 6, t * 3) for s, t in (
+                   r.split("\t") for r in rw_rows(32).splitlines()))),
+           expect="ok", check=_stderr_has(r"train sources: \d+ of \d+ tokens \(\d\d\.\d\d%\) cut",
+                                          r"train targets: \d+ of \d+ tokens .* cut",
+                                          "--max_target_length=6")),
+  ]
