@@ -90,6 +90,12 @@ flags.DEFINE_string("class_weights", "none",
                     "labels.txt for the tsv task). The loss is sum w[y] ce / sum w[y] over the "
                     "global batch. eval_loss stays the plain cross-entropy.")
 
+common_flags.declare_flag_effects(common_flags.MODEL, "task_name", "truncation", "long_text",
+                                  "doc_stride", "class_weights")
+common_flags.declare_flag_effects(common_flags.DATA, "data_dir", "text_a_column",
+                                  "text_b_column", "label_column", "tsv_header", "xnli_language")
+common_flags.declare_flag_effects(common_flags.OTHER, "window_pooling")
+
 
 def get_processor(output_dir):
   """The DataProcessor for --task_name (the tsv task keeps its labels.txt in `output_dir`)."""

@@ -103,6 +103,12 @@ flags.DEFINE_list("pretrain_tasks", list(rewrite_data.PRETRAIN_TASKS),
 flags.DEFINE_integer("pretrain_dupe_factor", 2,
                      "Passes over the corpus with different random cuts and spans.")
 
+common_flags.declare_flag_effects(common_flags.MODEL, "max_target_length", "pretrain_tasks")
+common_flags.declare_flag_effects(common_flags.DATA, "data_dir", "column_order", "corpus_file",
+                                  "rank_file", "pretrain_dupe_factor")
+common_flags.declare_flag_effects(common_flags.OTHER, "min_target_length", "beam_size",
+                                  "length_penalty", "no_repeat_ngram_size", "do_rank",
+                                  "do_pretrain_rewrite")
 
 # Packing uses [CLS] and [SEP]; span pretraining and decoding's stop token need [MASK] and [SEP].
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")

@@ -39,9 +39,19 @@ _KEY_NAMES = {
 # The flags of the training run that a later run in the same output_dir which does not train
 # (eval, predict, --predict_file, export) takes when it is not given them: a dict flag -> value.
 FLAGS_KEY = "flags"
-# Recorded for the reader, not compared: the same vocabulary may move to another path; the
+# The MODEL and UPDATE flags of the training run (common_flags.training_flags): a dict flag ->
+# value, compared by common_flags.check_run_info (a resume may not change a MODEL flag).
+TRAINING_FLAGS = "training_flags"
+# Recorded for the reader, not compared here: the same vocabulary may move to another path; the
 # recorded flags are defaults of later runs, which may change them.
-_NOT_COMPARED = ("vocab_file", FLAGS_KEY)
+_NOT_COMPARED = ("vocab_file", FLAGS_KEY, TRAINING_FLAGS)
+
+
+def identity(info):
+  """The part of a run_info dict that names the model (what check compares): no paths, flag
+  defaults, schedule or divergences."""
+  return {key: value for key, value in sorted(info.items())
+          if key not in _NOT_COMPARED + _KEPT}
 
 
 def record_divergence(output_dir, record):

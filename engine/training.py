@@ -63,11 +63,13 @@ _TRAIN_SPEC_FIELDS = [
     "optimizer",  # "adamw" or "lamb"
     "model_digest",  # names the model config; every process of a run must have the same
     "layerwise_lr_decay",  # D < 1: layer k of L learns at lr * D^(L-k) (optimization.py)
+    "agreed_flags",  # ((flag, value), ...): the MODEL and UPDATE flags (common_flags), which
+                     # every process of a run must share
 ]
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
-                                       defaults=("fp32", False, "adamw", "", 1.0))):
+                                       defaults=("fp32", False, "adamw", "", 1.0, ()))):
   """What training.train needs, checked once where it is built."""
 
   def __new__(cls, *args, **kwargs):
@@ -370,8 +372,12 @@ def _note_schedule(spec, start_step):
 
 
 def _must_agree(spec, periodic_eval=None):
-  """What every process of a run must share, besides the parallel settings (named for errors)."""
-  return collections.OrderedDict([
+  """What every process of a run must share, besides the parallel settings (named for errors):
+  every MODEL and UPDATE flag (spec.agreed_flags), the model's identity and what the run
+  derives from them."""
+  agreed = collections.OrderedDict(("--%s" % name, repr(value) if isinstance(value, float)
+                                    else value) for name, value in spec.agreed_flags)
+  return collections.OrderedDict(list(agreed.items()) + [
       ("--eval_every_n_steps", periodic_eval.every_n_steps if periodic_eval else 0),
       ("--early_stopping_patience", periodic_eval.patience if periodic_eval else 0),
       ("--train_batch_size", spec.batch_size_per_tower),
@@ -382,7 +388,8 @@ def _must_agree(spec, periodic_eval=None):
       ("number of training steps (from --num_train_steps, or the training data and "
        "--num_train_epochs)", spec.num_train_steps),
       ("number of warm-up steps", spec.num_warmup_steps),
-      ("model (--bert_config_file, --max_seq_length, vocabulary)", spec.model_digest),
+      ("model (--bert_config_file, --max_seq_length, vocabulary, task, labels, input layout)",
+       spec.model_digest),
   ])
 
 
