@@ -280,7 +280,8 @@ def main(_):
     training.train(objective.tower_fn_builder(fmt["has_nsp"], is_training=True),
                    pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(setup, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-                                           max_seq_length=fmt["max_seq_length"]))
+                                           max_seq_length=fmt["max_seq_length"],
+                                           effective=effective_flags(fmt)))
     checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file,
                              scopes=objective.export_scopes)
     objective.export(setup.output_dir)

@@ -589,9 +589,8 @@ def _check_training_flags(output_dir, recorded, now, will_train, given):
                     "(run_info.json)", name, _flag_text(now[name]), name,
                     _flag_text(recorded[name]))
   for name in model if not will_train else ():
-    logging.warning("--%s=%s, but the model of %s was trained with --%s=%s (run_info.json): "
-                    "it reads its input otherwise than it learned to", name,
-                    _flag_text(now[name]), output_dir, name, _flag_text(recorded[name]))
+    logging.warning("--%s=%s, but the model of %s was trained with --%s=%s (run_info.json)",
+                    name, _flag_text(now[name]), output_dir, name, _flag_text(recorded[name]))
 
 
 def _flag_text(value):
@@ -649,9 +648,9 @@ def _check_predict_output(path):
     cli.require_output_file(path, "predict_output")
 
 
-def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None):
+def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None, effective=None):
   """A training.TrainSpec from the run setup and the shared flags (max_seq_length: see
-  load_config_and_tokenizer).
+  load_config_and_tokenizer; effective: see training_flags).
 
   Its model_digest names the config, sequence length, casing and the run's identity as
   check_run_info wrote it to setup.output_dir (every process writes its own: vocabulary, task,
@@ -681,8 +680,7 @@ def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None):
           input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
           max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case,
           run_info.identity(run_info.read(setup.output_dir) or {})),
-      agreed_flags=tuple(training_flags(
-          {"max_seq_length": max_seq_length} if max_seq_length else None).items()))
+      agreed_flags=tuple(training_flags(effective).items()))
 
 
 def write_results(path, results):

@@ -1071,7 +1071,7 @@ def all_cases():
            check=lambda w, d, e: ("damaged", "left %s" % os.listdir(out(d)))
            if os.listdir(out(d)) else None),
   ]
-  cases += trained_dir_cases() + dropped_input_cases()
+  cases += trained_dir_cases() + dropped_input_cases() + drift_cases()
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "duplicate case names"
   return cases
@@ -1311,3 +1311,115 @@ def dropped_input_cases():
                                           r"train targets: \d+ of \d+ tokens .* cut",
                                           "--max_target_length=6")),
   ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings that drift: a resume with another flag of the model or loss, an evaluation given
+# one, the processes of a run started with different ones.
+
+_OTHER_PROCESSES = {}  # case_dir -> Popen of the case's second process (task 1)
+
+
+def _free_ports(n):
+  """n TCP ports on localhost that were free a moment ago."""
+  import socket  # pylint: disable=g-import-not-at-top
+  sockets = [socket.socket() for _ in range(n)]
+  try:
+    for sock in sockets:
+      sock.bind(("localhost", 0))
+    return [sock.getsockname()[1] for sock in sockets]
+  finally:
+    for sock in sockets:
+      sock.close()
+
+
+def _two_processes(script, args, *differ):
+  """(prepare, args) of a run of two processes on localhost: prepare starts task 1 with `args`
+  and `differ`; the case's own command is the chief, task 0, with `args`."""
+  cluster = ["--collective_timeout_s=60"]
+
+  def prepare(world, d):
+    hosts = ",".join("localhost:%d" % port for port in _free_ports(2))
+    _write(os.path.join(d, "hosts"), hosts)
+    _OTHER_PROCESSES[d] = subprocess.Popen(
+        command(script, *(args(world, d) + cluster + list(differ) + [
+            "--worker_hosts=%s" % hosts, "--task_index=1"])), cwd=REPO_ROOT, env=_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+  def chief_args(world, d):
+    with open(os.path.join(d, "hosts")) as f:
+      hosts = f.read()
+    return args(world, d) + cluster + ["--worker_hosts=%s" % hosts, "--task_index=0"]
+
+  return prepare, chief_args
+
+
+def _other_process_refused(fragment):
+  """check: the case's second process ended as the chief did, one error line naming
+  `fragment` (it is killed, by its pid, if it has not ended within 120 s)."""
+  def check(world, d, stderr):
+    del world, stderr
+    proc = _OTHER_PROCESSES.pop(d)
+    try:
+      _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.communicate()
+      return "hang", "the other process did not end"
+    if proc.returncode != 2 or fragment not in _last_line(err):
+      return "unclear", "the other process: exit %s, %s" % (proc.returncode, _last_line(err))
+    saved = [n for n in os.listdir(out(d)) if n.startswith("model.ckpt")] if os.path.isdir(
+        out(d)) else []
+    return ("damaged", "the refused run saved %s" % saved) if saved else None
+  return check
+
+
+def drift_cases():
+  """A flag of the model or loss that differs from the training run's, or between processes."""
+  cases = [
+      case("clf_resume_with_other_truncation", CLF, _clf("--do_train", "--num_train_epochs=2",
+                                                         "--truncation=tail"),
+           prepare=copy_of("clf_out"), check=_latest_finite_step(CLF_STEPS),
+           fragments=["trained with --truncation=head", "resume it with --truncation=tail",
+                      "changes the model or its loss"]),
+      case("rw_resume_with_other_max_target_length", RW,
+           _rw("--do_train", "--num_train_steps=%d" % (2 * RW_STEPS), "--max_target_length=5"),
+           prepare=copy_of("rw_out"), check=_latest_finite_step(RW_STEPS),
+           fragments=["--max_target_length=6", "--max_target_length=5"]),
+      case("pt_resume_with_other_layerwise_lr_decay", PT,
+           _pt("--do_train", "--num_train_steps=%d" % (2 * PT_STEPS),
+               "--layerwise_lr_decay=0.8"), prepare=copy_of("pt_out"),
+           check=_latest_finite_step(PT_STEPS),
+           fragments=["--layerwise_lr_decay=1.0", "--layerwise_lr_decay=0.8"]),
+      case("pt_resume_with_other_learning_rate", PT,
+           _pt("--do_train", "--num_train_steps=%d" % (2 * PT_STEPS), "--learning_rate=5e-4"),
+           prepare=copy_of("pt_out"), expect="ok", check=_stderr_has(
+               r"Resuming with --learning_rate=0\.0005; the checkpoints so far were trained "
+               r"with --learning_rate=0\.001")),
+      case("clf_eval_at_another_max_seq_length", CLF, lambda w, d: [
+          "--output_dir=%s" % out(d), "--data_dir=%s" % w.clf_data, "--do_eval",
+          "--max_seq_length=12"], prepare=copy_of("clf_out"), expect="ok",
+           check=_stderr_has(r"--max_seq_length=12, but the model of \S+ was trained with "
+                             r"--max_seq_length=16")),
+      case("rw_predict_with_other_max_target_length", RW, lambda w, d: _predict_args(
+          RW, w, d, out(d)) + ["--max_target_length=4"], prepare=copy_of("rw_out"),
+           expect="ok", check=_stderr_has(r"--max_target_length=4, but the model of \S+ was "
+                                          r"trained with --max_target_length=6")),
+      case("pt_eval_with_other_layerwise_lr_decay", PT, lambda w, d: _predict_args(
+          PT, w, d, out(d)) + ["--layerwise_lr_decay=0.5"], prepare=copy_of("pt_out"),
+           expect="ok", check=_stderr_has(r"--layerwise_lr_decay=0\.5, but the model of \S+ "
+                                          r"was trained with --layerwise_lr_decay=1\.0")),
+  ]
+  for name, script, args, differ, flag in (
+      ("clf_processes_differ_in_class_weights", CLF, _clf("--do_train"),
+       "--class_weights=balanced", "--class_weights"),
+      ("rw_processes_differ_in_max_target_length", RW, _rw("--do_train"),
+       "--max_target_length=5", "--max_target_length"),
+      # ELECTRA's flags, which --objective=mlm leaves out (None), are the first to differ.
+      ("pt_processes_differ_in_objective", PT, _pt("--do_train"), "--objective=electra",
+       "--disc_weight")):
+    prepare, chief_args = _two_processes(script, args, differ)
+    fragment = "different %s than the chief" % flag
+    cases.append(case(name, script, chief_args, prepare=prepare, fragments=["task 1", fragment],
+                      check=_other_process_refused(fragment), timeout=180))
+  return cases
