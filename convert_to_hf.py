@@ -1,10 +1,13 @@
 """Converts a checkpoint of this project (or a Google BERT) into a Hugging Face BERT.
 
-  python convert_to_hf.py --checkpoint=out/classifier --bert_config_file=bert_config.json \
-    --vocab_file=vocab.txt --output_dir=hf_model
+  python convert_to_hf.py --checkpoint=out/classifier --output_dir=hf_model
 
 The mirror of convert_hf_checkpoint.py. --checkpoint is a checkpoint prefix or a run's
-output_dir (its latest checkpoint). The output directory gets:
+output_dir (its latest checkpoint). --bert_config_file, --vocab_file and --do_lower_case default
+to the run's (the files beside an export/ checkpoint, else those its run_info.json names); a
+config or vocabulary other than the run's is refused (heads or an activation of another config
+fit the tensors and would give other logits). A checkpoint without a run (a Google release)
+needs them given. The output directory gets:
 
   config.json              BertConfig of transformers; `architectures` from the heads found:
                            BertForSequenceClassification (output_weights/output_bias, with
