@@ -588,11 +588,17 @@ def read_labels(labels_file, num_labels, run_dir=None):
   tasks included), else LABEL_<i>.
   """
   source = labels_file if labels_file and os.path.isfile(labels_file) else None
+  recorded = (run_info.read(run_dir) or {}).get("labels") if run_dir else None
   if source:
     with open(source, encoding="utf-8") as f:
       labels = [line.rstrip("\n") for line in f if line.strip()]
+    if recorded and labels != recorded:
+      raise cli.InputError("%s holds the labels %s but the run of the checkpoint was trained "
+                           "with %s (%s): class i would get another name; leave out "
+                           "--labels_file" % (source, labels, recorded, os.path.join(
+                               run_dir, run_info.FILE_NAME)))
   else:
-    labels = (run_info.read(run_dir) or {}).get("labels") if run_dir else None
+    labels = recorded
     source = os.path.join(run_dir or "", run_info.FILE_NAME)
   if not labels:
     logging.info("No labels file and no labels in run_info.json; naming the %d classes "

@@ -1247,6 +1247,10 @@ def trained_dir_cases():
            fragments=["different vocabulary"]),
       case("to_hf_other_casing", TO_HF, _to_hf("--nodo_lower_case", checkpoint="pt_out"),
            fragments=["different vocabulary", "do_lower_case=true"]),
+      case("to_hf_labels_of_another_order", TO_HF, _to_hf(lambda w, d: "--labels_file=%s" %
+                                                           _write(os.path.join(d, "l.txt"),
+                                                                  "pos\nneg\n")),
+           fragments=["l.txt holds the labels ['pos', 'neg']", "trained with ['neg', 'pos']"]),
       case("to_hf_hugging_face_folder", TO_HF, lambda w, d: [
           "--checkpoint=%s" % out(d), "--output_dir=%s" % os.path.join(d, "hf")],
            prepare=_fake_hf_folder, fragments=["no checkpoint there", "Hugging Face model"]),

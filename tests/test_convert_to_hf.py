@@ -746,6 +746,14 @@ def test_the_config_and_vocabulary_come_from_the_run_and_must_be_its_own(tmp_pat
       huggingface.run_model_files(checkpoint, other, None, None)
   with pytest.raises(InputError, match="different vocabulary"):
     huggingface.run_model_files(checkpoint, None, None, True)  # the run was cased
+  # Labels: the run's, in its order; a labels file of another order is refused.
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  run_info.record(str(tmp_path / "run"), "labels", ["neg", "pos"])
+  assert huggingface.read_labels(None, 2, str(tmp_path / "run")) == ["neg", "pos"]
+  swapped = tmp_path / "labels.txt"
+  swapped.write_text("pos\nneg\n")
+  with pytest.raises(InputError, match=r"holds the labels \['pos', 'neg'\] but the run"):
+    huggingface.read_labels(str(swapped), 2, str(tmp_path / "run"))
   # export/ of a run: the files beside the checkpoint, checked against the run above it.
   export = os.path.join(str(tmp_path / "run"), "export")
   os.makedirs(export)
