@@ -69,10 +69,10 @@ declare_flag_effects(MODEL, "do_lower_case", "max_seq_length", "layerwise_lr_dec
                      "optimizer")
 declare_flag_effects(UPDATE, "learning_rate", "num_train_epochs", "num_train_steps",
                      "warmup_proportion", "use_fp16", "use_bf16")
-declare_flag_effects(PARALLEL, "train_batch_size", "n_gpus", "grad_accum_steps", "reduction", "allreduce_pack_mb",
-                     "pipeline_stages", "num_micro_batches", "pipeline_schedule", "placement",
-                     "recompute", "worker_hosts", "task_index", "worker_port",
-                     "collective_timeout_s")
+declare_flag_effects(PARALLEL, "train_batch_size", "n_gpus", "grad_accum_steps", "reduction",
+                     "allreduce_pack_mb", "pipeline_stages", "num_micro_batches",
+                     "pipeline_schedule", "placement", "recompute", "worker_hosts",
+                     "task_index", "worker_port", "collective_timeout_s")
 declare_flag_effects(DATA, "bert_config_file", "vocab_file", "spm_model_file")
 declare_flag_effects(
     OTHER, "output_dir", "init_checkpoint", "do_train", "do_eval", "do_predict",
