@@ -48,9 +48,9 @@ _HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "tf_model.h5")
 
 
 def describe_folder(path):
-  """What the folder `path` holds, and how to use it, for messages: "is empty", "holds the
-  training run of run_classifier_mgpu.py (run_info.json) ...; its latest checkpoint is ...",
-  "holds a Hugging Face model ...: convert it with convert_hf_checkpoint.py ...", ..."""
+  """What the folder `path` holds, and how to use it, for messages: "is empty", "holds a
+  training run of run_classifier_mgpu.py (run_info.json), checkpoints (the latest is ...)",
+  "holds a Hugging Face model ...: convert it first with convert_hf_checkpoint.py ...", ..."""
   from engine import run_info  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(path):
     return "does not exist"

@@ -572,8 +572,8 @@ def check_run_info(setup, info, will_train):
 def _check_training_flags(output_dir, recorded, now, will_train, given):
   """A run in an output_dir that holds a model, against the MODEL and UPDATE flags its training
   run recorded: a resumed run with another MODEL flag is refused (its checkpoints would mix two
-  models or losses), with another UPDATE flag logged; a run that does not train is told which
-  of the MODEL flags it was given differ (InputError, or warnings)."""
+  models or losses: InputError), with another UPDATE flag logged; a run that does not train is
+  told (a warning) which of the MODEL flags it was given differ."""
   differ = [name for name in sorted(now) if name in recorded and recorded[name] != now[name]]
   model = [n for n in differ if flag_effect(n) == MODEL and (will_train or n in given)]
   update = [n for n in differ if flag_effect(n) == UPDATE and will_train]
