@@ -103,9 +103,11 @@ flags.DEFINE_list("pretrain_tasks", list(rewrite_data.PRETRAIN_TASKS),
 flags.DEFINE_integer("pretrain_dupe_factor", 2,
                      "Passes over the corpus with different random cuts and spans.")
 
-common_flags.declare_flag_effects(common_flags.MODEL, "max_target_length", "pretrain_tasks")
-common_flags.declare_flag_effects(common_flags.DATA, "data_dir", "column_order", "corpus_file",
-                                  "rank_file", "pretrain_dupe_factor")
+# --column_order decides which way the model rewrites: a model, not a data, flag.
+common_flags.declare_flag_effects(common_flags.MODEL, "max_target_length", "pretrain_tasks",
+                                  "column_order")
+common_flags.declare_flag_effects(common_flags.DATA, "data_dir", "corpus_file", "rank_file",
+                                  "pretrain_dupe_factor")
 common_flags.declare_flag_effects(common_flags.OTHER, "min_target_length", "beam_size",
                                   "length_penalty", "no_repeat_ngram_size", "do_rank",
                                   "do_pretrain_rewrite")
