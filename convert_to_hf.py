@@ -1,10 +1,13 @@
 """Converts a checkpoint of this project (or a Google BERT) into a Hugging Face BERT.
 
-  python convert_to_hf.py --checkpoint=out/classifier --bert_config_file=bert_config.json \
-    --vocab_file=vocab.txt --output_dir=hf_model
+  python convert_to_hf.py --checkpoint=out/classifier --output_dir=hf_model
 
 The mirror of convert_hf_checkpoint.py. --checkpoint is a checkpoint prefix or a run's
-output_dir (its latest checkpoint). The output directory gets:
+output_dir (its latest checkpoint). --bert_config_file, --vocab_file and --do_lower_case default
+to the run's (the files beside an export/ checkpoint, else those its run_info.json names); a
+config or vocabulary other than the run's is refused (heads or an activation of another config
+fit the tensors and would give other logits). A checkpoint without a run (a Google release)
+needs them given. The output directory gets:
 
   config.json              BertConfig of transformers; `architectures` from the heads found:
                            BertForSequenceClassification (output_weights/output_bias, with
@@ -51,11 +54,17 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None,
                     "A checkpoint prefix (e.g. out/model.ckpt-1000, export/bert_model.ckpt) or "
                     "a directory holding checkpoints (its latest one is converted).")
-flags.DEFINE_string("bert_config_file", None, "The bert_config.json of the checkpoint.")
-flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the checkpoint.")
+flags.DEFINE_string("bert_config_file", None,
+                    "The bert_config.json of the checkpoint. Default: the one beside it "
+                    "(export/), else the one its run recorded in run_info.json; a config other "
+                    "than the run's is refused.")
+flags.DEFINE_string("vocab_file", None,
+                    "The WordPiece vocabulary of the checkpoint. Default: vocab.txt beside it "
+                    "(export/), else the one its run recorded in run_info.json; a vocabulary "
+                    "other than the run's is refused.")
 flags.DEFINE_bool("do_lower_case", True,
                   "Whether the model's tokenizer lower-cases (and strips accents); written to "
-                  "tokenizer_config.json.")
+                  "tokenizer_config.json. Default: the casing its run recorded, else true.")
 flags.DEFINE_string("labels_file", None,
                     "Classifier labels, one per line in output order; default labels.txt beside "
                     "the checkpoint (written by the tsv task). Without one, labels are named "
@@ -76,8 +85,8 @@ def main(_):
     raise cli.InputError("--checkpoint is required")
   cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
   huggingface.checkpoint_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
-                               FLAGS.do_lower_case, FLAGS.labels_file, FLAGS.output_dir,
-                               FLAGS.generator_config_file)
+                               FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,
+                               FLAGS.labels_file, FLAGS.output_dir, FLAGS.generator_config_file)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from absl import flags
 from absl import logging
 
 from core import atomic_files
+from core import dropped_input
 from core.errors import InputError
 from core import formatting
 from engine import cli
@@ -243,6 +244,7 @@ class Progress(object):
   def __init__(self, total_bytes, log_every_docs):
     self.stats = collections.Counter()
     self.short_documents = []
+    self.longest_line = ("", 0, 0)  # (path, line, tokens)
     self.processes = {}  # pid -> (CPU seconds, peak RSS MB) of the processes making chunks.
     self._total_bytes = max(total_bytes, 1)
     self._log_every = log_every_docs
@@ -257,6 +259,8 @@ class Progress(object):
     self.stats.update(result.stats)
     self.stats["longest_document_tokens"] = longest
     self._bytes_done += result.nbytes
+    if result.longest_line[2] > self.longest_line[2]:
+      self.longest_line = result.longest_line
     pid, cpu_seconds, peak_rss_mb = result.process
     self.processes[pid] = (cpu_seconds, peak_rss_mb)
     for path, line, num_tokens in result.short_documents:
@@ -393,7 +397,31 @@ def _summarize(opts, output_files, counts, progress):
     logging.warning("%d document(s) yielded no instance (too short); the first %d are listed "
                     "above", stats["short_documents"], len(progress.short_documents))
   _log_caveats(opts, stats)
+  _report_cut_tokens(opts, stats, progress.longest_line)
   return summary
+
+
+def _report_cut_tokens(opts, stats, longest_line):
+  """Says how many of the corpus's tokens (counted once per --dupe_factor copy) no instance
+  holds, and why: sentence pairs cut to fit --max_seq_length (a line longer than a sequence
+  loses its tail), documents too short for an instance."""
+  cut = stats["input_tokens"] - stats["kept_tokens"]
+  short = stats["short_document_tokens"]
+  reasons = []
+  if cut > short:
+    path, line, tokens = longest_line
+    why = ("sentence pairs longer than a sequence lose their ends, as in stock BERT; --no_nsp "
+           "packs every token")
+    if tokens > opts.max_seq_length - 3:
+      why = ("the longest line, %s:%d, has %d tokens, more than a sequence holds: the input "
+             "should hold one sentence per line; split long lines, or use --no_nsp, which "
+             "packs every token" % (path, line, tokens))
+    reasons.append("%d cut to fit --max_seq_length=%d (%s)" % (cut - short,
+                                                                opts.max_seq_length, why))
+  if short:
+    reasons.append("%d in documents too short for an instance" % short)
+  dropped_input.report("the input", cut, stats["input_tokens"], "tokens",
+                       "are in no instance: %s" % "; ".join(reasons))
 
 
 def _log_resources(opts, progress, summary):

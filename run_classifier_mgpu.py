@@ -90,6 +90,12 @@ flags.DEFINE_string("class_weights", "none",
                     "labels.txt for the tsv task). The loss is sum w[y] ce / sum w[y] over the "
                     "global batch. eval_loss stays the plain cross-entropy.")
 
+common_flags.declare_flag_effects(common_flags.MODEL, "task_name", "truncation", "long_text",
+                                  "doc_stride", "class_weights")
+common_flags.declare_flag_effects(common_flags.DATA, "data_dir", "text_a_column",
+                                  "text_b_column", "label_column", "tsv_header", "xnli_language")
+common_flags.declare_flag_effects(common_flags.OTHER, "window_pooling")
+
 
 def get_processor(output_dir):
   """The DataProcessor for --task_name (the tsv task keeps its labels.txt in `output_dir`)."""
@@ -143,7 +149,7 @@ def main(_):
   setup = run_setup.from_flags(trains=FLAGS.do_train)
   common_flags.check_periodic_eval_flags()
   class_weights = weighting.parse(FLAGS.class_weights)
-  check_long_text_flags()
+  doc_stride = check_long_text_flags()
   sliding = FLAGS.long_text == "sliding"
   bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer(setup)
   processor = get_processor(setup.output_dir)
@@ -152,7 +158,7 @@ def main(_):
     return classifier_data.cached_features_file(
         examples, split, source_file, label_list, tokenizer_digest, FLAGS.max_seq_length,
         FLAGS.truncation, setup.output_dir, tokenizer, FLAGS.task_name.lower(),
-        FLAGS.long_text, FLAGS.doc_stride)
+        FLAGS.long_text, doc_stride)
 
   def source(name):
     """The file a split was read from, for cache keys and messages."""
@@ -199,7 +205,7 @@ def main(_):
   common_flags.check_run_info(
       setup, common_flags.run_identity(
           bert_config, tokenizer_digest,
-          input_flags=("truncation", "long_text", "doc_stride", "window_pooling"),
+          input_flags=("task_name", "truncation", "long_text", "doc_stride", "window_pooling"),
           task=FLAGS.task_name.lower(), labels=list(label_list), input_layout=input_layout),
       will_train=FLAGS.do_train)
   if FLAGS.do_train and isinstance(processor, classifier_data.TsvProcessor):
@@ -207,7 +213,8 @@ def main(_):
   record_files = {split: features_file(split, split_examples, source(split), label_list)
                   for split, split_examples in sorted(examples.items()) if split != "predict"}
   if FLAGS.predict_file:
-    record_files["predict"] = predict_features(examples["predict"], label_list, tokenizer)
+    record_files["predict"] = predict_features(examples["predict"], label_list, tokenizer,
+                                               doc_stride)
   elif predicting:
     record_files["predict"] = features_file("test", examples["predict"], source("test"),
                                             label_list)
@@ -296,30 +303,43 @@ def export_layout(setup, sliding):
 
 def check_long_text_flags():
   """--doc_stride and --window_pooling need --long_text=sliding; the stride must fit a window
-  (InputError, before any work)."""
+  (InputError, before any work). Returns the stride of the windows.
+
+  A stride this run was not given (the training run's, from run_info.json) that does not fit
+  the window of another --max_seq_length gives way to the default, half a window, with a log
+  line: the user never passed it.
+  """
   if FLAGS.long_text != "sliding":
     for name in ("doc_stride", "window_pooling"):
       if FLAGS[name].present:
         raise cli.InputError("--%s=%s needs --long_text=sliding (now --long_text=%s)" %
                              (name, FLAGS[name].value, FLAGS.long_text))
-    return
+    return FLAGS.doc_stride
   window = FLAGS.max_seq_length - 2
-  if not 0 <= FLAGS.doc_stride <= window:
-    raise cli.InputError("--doc_stride=%d: expected 0 (half a window) to %d, the tokens of a "
-                         "window at --max_seq_length=%d (a larger stride skips tokens)" %
-                         (FLAGS.doc_stride, window, FLAGS.max_seq_length))
+  if 0 <= FLAGS.doc_stride <= window:
+    return FLAGS.doc_stride
+  if not FLAGS["doc_stride"].present:
+    logging.warning("The training run's --doc_stride=%d does not fit a window of %d tokens at "
+                    "--max_seq_length=%d: the windows start every %d tokens (half a window)",
+                    FLAGS.doc_stride, window, FLAGS.max_seq_length,
+                    tokenization.default_doc_stride(window))
+    return 0
+  raise cli.InputError("--doc_stride=%d: expected 0 (half a window) to %d, the tokens of a "
+                       "window at --max_seq_length=%d (a larger stride skips tokens)" %
+                       (FLAGS.doc_stride, window, FLAGS.max_seq_length))
 
 
-def predict_features(examples, label_list, tokenizer):
+def predict_features(examples, label_list, tokenizer, doc_stride):
   """Records of --predict_file's examples in a scratch directory (removed at exit): a one-off
   file is not cached in --output_dir."""
   path = os.path.join(predict_input.scratch_dir(), "predict.tf_record")
-  truncated = classifier_data.write_features(
+  counts = classifier_data.write_features(
       examples, {label: i for i, label in enumerate(label_list)}, FLAGS.max_seq_length,
       tokenizer, FLAGS.truncation, path, FLAGS.predict_file, need_label=False,
-      long_text=FLAGS.long_text, doc_stride=FLAGS.doc_stride)
-  logging.info("Converted %d examples of --predict_file=%s (%d truncated to max_seq_length=%d)",
-               len(examples), FLAGS.predict_file, truncated, FLAGS.max_seq_length)
+      long_text=FLAGS.long_text, doc_stride=doc_stride)
+  classifier_data.report_truncation("--predict_file=%s" % FLAGS.predict_file, len(examples),
+                                    counts, FLAGS.max_seq_length, FLAGS.truncation,
+                                    FLAGS.long_text)
   return path
 
 

@@ -110,6 +110,14 @@ flags.DEFINE_float(
 flags.DEFINE_float(
     "disc_weight", electra_model.DEFAULT_DISC_WEIGHT,
     "--objective=electra: loss = generator masked-LM loss + disc_weight x discriminator loss.")
+common_flags.declare_flag_effects(
+    common_flags.MODEL, "max_predictions_per_seq", "masking", "max_ngram", "masked_lm_prob",
+    "masking_replacement", "objective", "generator_hidden_ratio", "disc_weight")
+common_flags.declare_flag_effects(common_flags.UPDATE, "num_warmup_steps", "head_first_steps")
+common_flags.declare_flag_effects(common_flags.DATA, "input_file", "eval_input_file",
+                                  "similar_words_file")
+common_flags.declare_flag_effects(common_flags.OTHER, "max_eval_steps")
+
 
 flags.DEFINE_integer(
     "head_first_steps", -1,
@@ -166,6 +174,19 @@ def record_format(files, flag_name):
     fmt["max_predictions_per_seq"] = FLAGS.max_predictions_per_seq
   logging.info("%s: %d file(s), %s", flag_name, len(files), fmt)
   return fmt
+
+
+def effective_flags(fmt):
+  """The MODEL flags whose value the run takes from elsewhere (common_flags.training_flags):
+  the records' shapes; None for the masking flags of static records (masked when written) and
+  for ELECTRA's flags under --objective=mlm, which change nothing then."""
+  values = {name: fmt[name] for name in ("max_seq_length", "max_predictions_per_seq")}
+  if not fmt["dynamic"]:
+    values.update(dict.fromkeys(("masking", "max_ngram", "masked_lm_prob",
+                                 "masking_replacement")))
+  if FLAGS.objective != "electra":
+    values.update(dict.fromkeys(("generator_hidden_ratio", "disc_weight")))
+  return values
 
 
 def objective_from_flags(bert_config):
@@ -246,7 +267,8 @@ def load_model(setup, fmt, will_train=False):
       setup, needs_vocab or bool(FLAGS.vocab_file), max_seq_length=fmt["max_seq_length"])
   objective = objective_from_flags(bert_config)
   common_flags.check_run_info(
-      setup, common_flags.run_identity(bert_config, vocab_digest, **objective.run_identity()),
+      setup, common_flags.run_identity(bert_config, vocab_digest, effective=effective_flags(fmt),
+                                       **objective.run_identity()),
       will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
@@ -299,7 +321,7 @@ def main(_):
                    pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(
                        setup, FLAGS.num_train_steps, warmup_steps(),
-                       max_seq_length=fmt["max_seq_length"],
+                       max_seq_length=fmt["max_seq_length"], effective=effective_flags(fmt),
                        head_first_steps=None if FLAGS.head_first_steps == -1 else
                        FLAGS.head_first_steps,
                        init_companions=objective.init_companions(setup.init_checkpoint)))

@@ -103,6 +103,14 @@ flags.DEFINE_list("pretrain_tasks", list(rewrite_data.PRETRAIN_TASKS),
 flags.DEFINE_integer("pretrain_dupe_factor", 2,
                      "Passes over the corpus with different random cuts and spans.")
 
+# --column_order decides which way the model rewrites: a model, not a data, flag.
+common_flags.declare_flag_effects(common_flags.MODEL, "max_target_length", "pretrain_tasks",
+                                  "column_order")
+common_flags.declare_flag_effects(common_flags.DATA, "data_dir", "corpus_file", "rank_file",
+                                  "pretrain_dupe_factor")
+common_flags.declare_flag_effects(common_flags.OTHER, "min_target_length", "beam_size",
+                                  "length_penalty", "no_repeat_ngram_size", "do_rank",
+                                  "do_pretrain_rewrite")
 
 # Packing uses [CLS] and [SEP]; span pretraining and decoding's stop token need [MASK] and [SEP].
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
@@ -289,8 +297,7 @@ def pretrain_rewrite(pipeline, files):
       pipeline.tokenizer_digest, tuple(tasks), FLAGS.pretrain_dupe_factor, FLAGS.random_seed)
   record_file = rewrite_data.cached_records(
       pipeline.setup.output_dir, "pretrain", key, make_pairs, pipeline.tokenizer,
-      FLAGS.max_seq_length,
-      FLAGS.max_target_length)
+      FLAGS.max_seq_length, FLAGS.max_target_length, targets_cut_by_design=True)
   num_examples = sum(1 for _ in tf.io.tf_record_iterator(record_file))
   pipeline.train(record_file, num_examples)
   checkpoints.export_model(pipeline.setup.output_dir, pipeline.bert_config, FLAGS.vocab_file,

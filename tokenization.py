@@ -156,6 +156,43 @@ def load_vocab(vocab_file):
   return vocab
 
 
+def require_vocab_size(vocab_path, vocab, vocab_size, config_source):
+  """Raises InputError unless `vocab` (read from vocab_path) has vocab_size entries, naming the
+  repeated lines of a WordPiece file (a repeated token keeps one id, so the file has more lines
+  than entries).
+
+  Args:
+    vocab_path: the vocabulary file (--vocab_file or --spm_model_file).
+    vocab: its dict token -> id.
+    vocab_size: the model config's vocab_size.
+    config_source: names the config in the message.
+  """
+  if len(vocab) == vocab_size:
+    return
+  repeats = _repeated_lines(vocab_path) if max(vocab.values(), default=-1) >= len(vocab) else []
+  detail = ""
+  if repeats:
+    detail = " (%d lines; %s)" % (len(vocab) + len(repeats), "; ".join(
+        "line %d repeats line %d, %r" % (line, first, token) for token, first, line in
+        repeats[:3]) + ("; and %d more" % (len(repeats) - 3) if len(repeats) > 3 else ""))
+  raise InputError("%s has %d entries%s but vocab_size=%d in %s: the vocabulary must be the one "
+                   "the model was trained with" % (vocab_path, len(vocab), detail, vocab_size,
+                                                   config_source))
+
+
+def _repeated_lines(vocab_file):
+  """[(token, first line, repeating line)] of a WordPiece vocabulary (1-based line numbers)."""
+  first, repeats = {}, []
+  with open(vocab_file, "r", encoding="utf-8", newline="\n") as reader:
+    for number, line in enumerate(reader, 1):
+      token = line.strip()
+      if token in first:
+        repeats.append((token, first[token], number))
+      else:
+        first[token] = number
+  return repeats
+
+
 def require_tokens(vocab, tokens, source, why):
   """Raises InputError unless every token of `tokens` is in `vocab`.
 

@@ -18,6 +18,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from core import atomic_files
+from core import dropped_input
 from core.errors import InputError
 from engine import cli
 from engine import input_pipeline
@@ -43,12 +44,15 @@ class InputExample(object):
 class InputFeatures(object):
   """One example as fixed-length id lists."""
 
-  def __init__(self, input_ids, input_mask, segment_ids, label_id, truncated=False):
+  def __init__(self, input_ids, input_mask, segment_ids, label_id, truncated=False,
+               text_tokens=0, cut_tokens=0):
     self.input_ids = input_ids
     self.input_mask = input_mask
     self.segment_ids = segment_ids
     self.label_id = label_id
     self.truncated = truncated
+    self.text_tokens = text_tokens  # the example's tokens before truncation
+    self.cut_tokens = cut_tokens  # how many of them truncation left out
 
 
 def read_tsv(input_file, quotechar=None):
@@ -446,6 +450,7 @@ def convert_single_example(example, label_map, max_seq_length, tokenizer, trunca
   """
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
+  text_tokens = len(tokens_a) + len(tokens_b or ())
   if tokens_b is None:
     tokens_a, truncated = tokenization.truncate_tokens(tokens_a, max_seq_length - 2, truncation)
   else:
@@ -455,7 +460,8 @@ def convert_single_example(example, label_map, max_seq_length, tokenizer, trunca
     truncated = cut_a or cut_b
   input_ids, input_mask, segment_ids = _pack(tokens_a, tokens_b, max_seq_length, tokenizer)
   return InputFeatures(input_ids, input_mask, segment_ids,
-                       _label_id(example, label_map, source, need_label), truncated)
+                       _label_id(example, label_map, source, need_label), truncated,
+                       text_tokens, text_tokens - len(tokens_a) - len(tokens_b or ()))
 
 
 def convert_example_windows(example, label_map, max_seq_length, tokenizer, truncation="head",
@@ -479,6 +485,7 @@ def convert_example_windows(example, label_map, max_seq_length, tokenizer, trunc
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
   label_id = _label_id(example, label_map, source, need_label)
+  text_tokens, kept_a = len(tokens_a) + len(tokens_b or ()), len(tokens_a)
   if tokens_b is None:
     budget = max_seq_length - 2
     windows = [(tokens_a[start:start + budget], None) for start in tokenization.window_starts(
@@ -490,13 +497,19 @@ def convert_example_windows(example, label_map, max_seq_length, tokenizer, trunc
     budget = max_seq_length - 3
     keep_a = min(len(tokens_a), max(budget - len(tokens_b), budget // 2))
     tokens_a, _ = tokenization.truncate_tokens(tokens_a, keep_a, truncation)
+    kept_a = len(tokens_a)
     budget_b = budget - len(tokens_a)
     # An empty second text leaves it no room: one window, [SEP] right after the first's.
     stride = max(1, min(doc_stride or tokenization.default_doc_stride(budget_b), budget_b))
     windows = [(tokens_a, tokens_b[start:start + budget_b])
                for start in tokenization.window_starts(len(tokens_b), budget_b, stride)]
-  return [InputFeatures(*_pack(a, b, max_seq_length, tokenizer), label_id=label_id)
-          for a, b in windows]
+  features = [InputFeatures(*_pack(a, b, max_seq_length, tokenizer), label_id=label_id)
+              for a, b in windows]
+  # Every token of the sliding text is in some window; a pair's first text may be cut.
+  features[0].text_tokens = text_tokens
+  features[0].cut_tokens = text_tokens - kept_a - len(tokens_b) if tokens_b is not None else 0
+  features[0].truncated = bool(features[0].cut_tokens)
+  return features
 
 
 def _pack(tokens_a, tokens_b, max_seq_length, tokenizer):
@@ -542,12 +555,15 @@ def _int64_feature(values):
 
 def write_features(examples, label_map, max_seq_length, tokenizer, truncation, output_file,
                    source, need_label, long_text="truncate", doc_stride=0):
-  """Tokenizes `examples` into a TFRecord file (atomically); returns the truncation count.
+  """Tokenizes `examples` into a TFRecord file (atomically); returns its counts.
 
   long_text "sliding" writes every window of a long example (convert_example_windows) instead
   of its truncated form; each record's DOC_INDEX is its example's position in `examples`.
+
+  Returns:
+    collections.Counter: truncated (examples), text_tokens (before truncation), cut_tokens.
   """
-  truncated = [0]
+  counts = collections.Counter()
 
   def _write(tmp_path):
     with tf.io.TFRecordWriter(tmp_path) as writer:
@@ -559,7 +575,8 @@ def write_features(examples, label_map, max_seq_length, tokenizer, truncation, o
           rows = [convert_single_example(example, label_map, max_seq_length, tokenizer,
                                          truncation, source, need_label)]
         for f in rows:
-          truncated[0] += int(f.truncated)
+          counts.update(truncated=int(f.truncated), text_tokens=f.text_tokens,
+                        cut_tokens=f.cut_tokens)
           features = collections.OrderedDict([
               ("input_ids", _int64_feature(f.input_ids)),
               ("input_mask", _int64_feature(f.input_mask)),
@@ -571,7 +588,22 @@ def write_features(examples, label_map, max_seq_length, tokenizer, truncation, o
               features=tf.train.Features(feature=features)).SerializeToString())
 
   atomic_files.write_atomically(output_file, _write)
-  return truncated[0]
+  return counts
+
+
+def report_truncation(what, num_examples, counts, max_seq_length, truncation, long_text):
+  """Logs how many examples of `what` were truncated and the share of their tokens cut (a
+  warning above core.dropped_input.WARN_SHARE), with the flags that would keep them."""
+  logging.info("%s: %d examples, %d truncated to max_seq_length=%d (mode %s)", what,
+               num_examples, counts["truncated"], max_seq_length, truncation)
+  fix = "raise --max_seq_length or use --long_text=sliding to read whole texts"
+  if long_text == "sliding":
+    fix = ("the first text of a pair that does not fit keeps at most half a window; raise "
+           "--max_seq_length")
+  dropped_input.report(what, counts["cut_tokens"], counts["text_tokens"], "tokens",
+                       "cut by --max_seq_length=%d in %d of %d examples (--truncation=%s): the "
+                       "model never reads them; %s" % (max_seq_length, counts["truncated"],
+                                                       num_examples, truncation, fix))
 
 
 def read_doc_index(record_file):
@@ -612,9 +644,9 @@ def cached_features_file(examples, split, source_file, label_list, tokenizer_dig
     return path
   tf.io.gfile.makedirs(output_dir)
   label_map = {label: i for i, label in enumerate(label_list)}
-  truncated = write_features(examples, label_map, max_seq_length, tokenizer, truncation, path,
-                             source_file, need_label=(split != "test"), long_text=long_text,
-                             doc_stride=doc_stride)
-  logging.info("Wrote %d %s examples to %s (%d truncated to max_seq_length=%d, mode %s)",
-               len(examples), split, path, truncated, max_seq_length, truncation)
+  counts = write_features(examples, label_map, max_seq_length, tokenizer, truncation, path,
+                          source_file, need_label=(split != "test"), long_text=long_text,
+                          doc_stride=doc_stride)
+  logging.info("Wrote %d %s examples to %s", len(examples), split, path)
+  report_truncation(source_file, len(examples), counts, max_seq_length, truncation, long_text)
   return path

@@ -3,4 +3,5 @@
 - `errors.py`: `InputError` (the user can fix it: one `error:` line, exit 2) and `Interrupted`.
 - `atomic_files.py`: files that appear whole or not at all (write to a temporary, then rename).
 - `formatting.py`: durations as H:MM:SS for every progress line.
+- `dropped_input.py`: the one line (a warning above 10%) saying how much input a run left out.
 """

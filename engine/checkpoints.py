@@ -31,10 +31,60 @@ def checkpoint_exists(prefix):
 
 
 def check_init_checkpoint(init_checkpoint):
-  """Raises InputError unless `init_checkpoint` is None or an existing checkpoint prefix."""
-  if init_checkpoint and not checkpoint_exists(init_checkpoint):
-    raise InputError("--init_checkpoint=%s: no checkpoint there (expected %s.index and data "
-                     "files, e.g. .../bert_model.ckpt)" % (init_checkpoint, init_checkpoint))
+  """Raises InputError unless `init_checkpoint` is None or an existing checkpoint prefix; a
+  folder (a run's output_dir, a release, a Hugging Face model) is told which checkpoint of it,
+  or which tool, to use."""
+  if not init_checkpoint or checkpoint_exists(init_checkpoint):
+    return
+  if os.path.isdir(init_checkpoint):
+    raise InputError("--init_checkpoint=%s: expected a checkpoint prefix, not a folder; the "
+                     "folder %s" % (init_checkpoint, describe_folder(init_checkpoint)))
+  raise InputError("--init_checkpoint=%s: no checkpoint there (expected %s.index and data "
+                   "files, e.g. .../bert_model.ckpt)" % (init_checkpoint, init_checkpoint))
+
+
+# Files of a Hugging Face model folder (transformers' save_pretrained).
+_HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "tf_model.h5")
+
+
+def describe_folder(path):
+  """What the folder `path` holds, and how to use it, for messages: "is empty", "holds a
+  training run of run_classifier_mgpu.py (run_info.json), checkpoints (the latest is ...)",
+  "holds a Hugging Face model ...: convert it first with convert_hf_checkpoint.py ...", ..."""
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(path):
+    return "does not exist"
+  names = sorted(n for n in os.listdir(path) if not n.startswith("."))
+  if not names:
+    return "is empty"
+  release = os.path.join(path, EXPORT_DIR, "bert_model.ckpt")
+  if not checkpoint_exists(release):
+    release = os.path.join(path, "bert_model.ckpt")
+  held = []
+  info = run_info.read(path)
+  if info:
+    held.append("a training run of %s (%s)" % (info.get("script") or "a run script",
+                                               run_info.FILE_NAME))
+  latest = latest_checkpoint(path)
+  if latest:
+    held.append("checkpoints (the latest is %s)" % latest)
+  if checkpoint_exists(release):
+    held.append("the model weights %s (use that as --init_checkpoint, with the "
+                "bert_config.json and vocabulary beside it)" % release)
+  if held:
+    return "holds " + ", ".join(held)
+  if "config.json" in names and any(n in names for n in _HF_WEIGHTS):
+    return ("holds a Hugging Face model (config.json, %s): convert it first with "
+            "convert_hf_checkpoint.py --hf_model_dir=%s --output_dir=<folder>, then use "
+            "<folder>/bert_model.ckpt" % (next(n for n in _HF_WEIGHTS if n in names), path))
+  if all(os.path.isfile(os.path.join(path, d, "config.json"))
+         for d in ("discriminator", "generator")):
+    return ("holds a Hugging Face ELECTRA (discriminator/, generator/, as convert_to_hf.py "
+            "writes it): convert it with convert_hf_checkpoint.py --hf_model_dir=%s "
+            "--hf_generator_dir=%s --output_dir=<folder>" % (
+                os.path.join(path, "discriminator"), os.path.join(path, "generator")))
+  return "holds no checkpoint and no model: %s%s" % (", ".join(names[:5]),
+                                                     ", ..." if len(names) > 5 else "")
 
 
 def restore_from_init_checkpoint(init_checkpoint, savable_variables, companions=()):

@@ -109,11 +109,12 @@ def require_output_dir(path, flag_name, create=True):
 
 
 def require_output_file(path, flag_name):
-  """Checks that the file `path` of --flag_name can be written, before any work; returns it.
+  """Checks that the file `path` of --flag_name can be written, before any work, creating its
+  folder (and the folder's parents) as the run scripts create --output_dir; returns `path`.
 
   Raises:
-    InputError: a path that is a directory, a folder that does not exist (or is a file) or
-      cannot be written.
+    InputError: a path that is a directory, a folder under a file, or a folder that cannot be
+      created or written.
   """
   what = "--%s=%s" % (flag_name, path)
   if os.path.isdir(path):
@@ -121,10 +122,13 @@ def require_output_file(path, flag_name):
   folder = os.path.dirname(os.path.abspath(path))
   if not os.path.isdir(folder):
     existing = _existing_part(folder)
-    if os.path.isdir(existing):
-      raise InputError("%s: the folder %s does not exist; create it or choose another path" %
-                       (what, folder))
-    raise InputError("%s: %s is a file, not a folder; choose another path" % (what, existing))
+    if not os.path.isdir(existing):
+      raise InputError("%s: %s is a file, not a folder; choose another path" % (what, existing))
+    try:
+      os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+      raise InputError("%s: cannot create the folder %s (%s); choose another path" %
+                       (what, folder, e.strerror))
   _check_writable(folder, what)
   return path
 
@@ -400,6 +404,7 @@ def run_main(main_fn, argv=None):
   def _guarded(args):
     _SignalWatch().install()
     _quiet_thread_faults()
+    _log_once()
     try:
       return main_fn(args)
     except InputError as e:
@@ -415,6 +420,20 @@ def run_main(main_fn, argv=None):
       _fail(_report_internal_error(e), EXIT_INTERNAL_ERROR)
 
   app.run(_guarded, argv=argv, flags_parser=_parse_flags)
+
+
+def _log_once():
+  """TensorFlow's logger prints through absl's handler only.
+
+  TensorFlow gives its logger a handler of its own when it is imported before absl's logging
+  starts (every script imports it first), so each of its lines ("Restoring parameters from
+  ...") would print twice: once as `INFO:tensorflow:...`, once in absl's format.
+  """
+  import logging as python_logging  # pylint: disable=g-import-not-at-top
+  tf_logger = python_logging.getLogger("tensorflow")
+  if python_logging.getLogger().handlers:  # absl's: the lines still reach stderr.
+    for handler in list(tf_logger.handlers):
+      tf_logger.removeHandler(handler)
 
 
 def _quiet_thread_faults():

@@ -8,6 +8,7 @@ start-up (the parallel spec, where it writes, what it restores, the precision) i
 run_setup.RunSetup that the scripts pass to the helpers below.
 """
 
+import collections
 import os
 import sys
 
@@ -18,6 +19,70 @@ from engine import cli
 from engine import predict_input
 
 FLAGS = flags.FLAGS
+
+
+# What each flag changes. The processes of a multi-process run must agree on every MODEL and
+# UPDATE flag (training.train compares them all in its handshake, with the run's identity:
+# config, vocabulary, task and labels); a training run records them in run_info.json, and a
+# rerun in the same --output_dir that resumes with another MODEL flag is refused, with another
+# UPDATE flag is logged; a run that does not train says which MODEL flag it was given differs
+# from its training run's. Every flag a script defines has an effect (tests/test_flag_effects.py
+# fails on one without), so a new flag cannot be forgotten.
+MODEL = "model"  # the model or its loss: variables, graph, what a step reads and computes
+UPDATE = "update"  # how the weights move: the schedule, the precision (may change on a resume)
+PARALLEL = "parallel"  # how the work is spread: compared as the parallel spec by
+                       # tower_utils.join_processes; the global batch is checked on a resume
+DATA = "data"  # which files are read and what is read of them: their contents count (the
+               # run's identity, the number of steps), not the paths, which may differ by host
+OTHER = "other"  # neither the model nor the loss: modes, outputs, logging, evaluation, speed
+EFFECTS = (MODEL, UPDATE, PARALLEL, DATA, OTHER)
+_FLAG_EFFECTS = {}
+
+
+def declare_flag_effects(effect, *names):
+  """Declares what the flags `names` change (one of EFFECTS); each script does for its own."""
+  if effect not in EFFECTS:
+    raise ValueError("effect %r: expected one of %s" % (effect, EFFECTS))
+  for name in names:
+    _FLAG_EFFECTS[name] = effect
+
+
+def flag_effect(name):
+  """The declared effect of flag `name`, or None."""
+  return _FLAG_EFFECTS.get(name)
+
+
+def training_flags(effective=None):
+  """{name: value} of this script's MODEL and UPDATE flags, sorted by name: what the processes
+  of a run must agree on and a resumed run is checked against (run_info.json).
+
+  Args:
+    effective: {name: value} for flags whose value the run takes from elsewhere (the records'
+      max_seq_length in pretraining).
+  """
+  effective = effective or {}
+  return collections.OrderedDict(
+      (name, effective.get(name, FLAGS[name].value)) for name in sorted(_FLAG_EFFECTS)
+      if _FLAG_EFFECTS[name] in (MODEL, UPDATE) and name in FLAGS)
+
+
+declare_flag_effects(MODEL, "do_lower_case", "max_seq_length", "layerwise_lr_decay",
+                     "optimizer")
+declare_flag_effects(UPDATE, "learning_rate", "num_train_epochs", "num_train_steps",
+                     "warmup_proportion", "use_fp16", "use_bf16")
+declare_flag_effects(PARALLEL, "train_batch_size", "n_gpus", "grad_accum_steps", "reduction",
+                     "allreduce_pack_mb", "pipeline_stages", "num_micro_batches",
+                     "pipeline_schedule", "placement", "recompute", "worker_hosts",
+                     "task_index", "worker_port", "collective_timeout_s")
+declare_flag_effects(DATA, "bert_config_file", "vocab_file", "spm_model_file")
+declare_flag_effects(
+    OTHER, "output_dir", "init_checkpoint", "do_train", "do_eval", "do_predict",
+    "eval_batch_size", "predict_batch_size", "save_checkpoints_steps", "keep_checkpoint_max",
+    "log_every_n_steps", "random_seed", "use_xla", "pad_to_batch_max", "pad_to_multiple_of",
+    "bucket_by_length", "bucket_window", "eval_every_n_steps", "best_metric", "keep_best",
+    "early_stopping_patience", "use_best_checkpoint", "predict_file", "predict_format",
+    "predict_output", "use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
+    "num_tpu_cores", "iterations_per_loop")
 
 
 def _define(kind, name, default, help_text, **kwargs):
@@ -390,7 +455,7 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
   import tokenization  # pylint: disable=g-import-not-at-top
 
   if not FLAGS.bert_config_file:
-    raise cli.InputError("--bert_config_file is required")
+    raise cli.InputError("--bert_config_file is required" + _no_training_run(setup))
   bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
   max_seq_length = max_seq_length or FLAGS.max_seq_length
   if max_seq_length > bert_config.max_position_embeddings:
@@ -409,15 +474,14 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
     cli.require_file(FLAGS.spm_model_file, "spm_model_file")
     vocab_path = FLAGS.spm_model_file
   else:
+    if not FLAGS.vocab_file:
+      raise cli.InputError("--vocab_file is required" + _no_training_run(setup))
     vocab_path = cli.require_file(FLAGS.vocab_file, "vocab_file")
   tokenizer = tokenization.FullTokenizer(
       vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
       spm_model_file=FLAGS.spm_model_file)
-  if len(tokenizer.vocab) != bert_config.vocab_size:
-    raise cli.InputError(
-        "%s has %d entries but vocab_size=%d in %s: the vocabulary must be the one the model "
-        "was trained with" % (vocab_path, len(tokenizer.vocab), bert_config.vocab_size,
-                              FLAGS.bert_config_file))
+  tokenization.require_vocab_size(vocab_path, tokenizer.vocab, bert_config.vocab_size,
+                                  FLAGS.bert_config_file)
   tokenization.require_tokens(
       tokenizer.vocab, special_tokens, "--%s=%s" % (
           "spm_model_file" if FLAGS.spm_model_file else "vocab_file", vocab_path),
@@ -426,6 +490,18 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
   digest = input_pipeline.cache_key(input_pipeline.file_digest(vocab_path), FLAGS.do_lower_case,
                                     bool(FLAGS.spm_model_file))
   return bert_config, tokenizer, digest
+
+
+def _no_training_run(setup):
+  """The end of the message of a flag that a run which does not train could not take from
+  --output_dir's training run: there is none, and what the folder holds instead ("" for a
+  training run, or when there is one)."""
+  from engine import checkpoints  # pylint: disable=g-import-not-at-top
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  if setup.trains or run_info.read(setup.output_dir):
+    return ""
+  return (": --output_dir=%s holds no training run to take it from (no %s); the folder %s" %
+          (setup.output_dir, run_info.FILE_NAME, checkpoints.describe_folder(setup.output_dir)))
 
 
 def _check_checkpoints_fit(setup, bert_config):
@@ -448,10 +524,10 @@ MODEL_INPUT_FLAGS = ("bert_config_file", "vocab_file", "spm_model_file", "do_low
 _PATH_FLAGS = ("bert_config_file", "vocab_file", "spm_model_file")
 
 
-def run_identity(bert_config, vocab_digest, input_flags=(), **extra):
+def run_identity(bert_config, vocab_digest, input_flags=(), effective=None, **extra):
   """What run_info.json records of this run: the script, config and vocabulary, the model
-  input flags (MODEL_INPUT_FLAGS and the script's `input_flags`, e.g. --truncation), plus
-  `extra`."""
+  input flags (MODEL_INPUT_FLAGS and the script's `input_flags`, e.g. --truncation), the
+  MODEL and UPDATE flags (training_flags, with `effective` values), plus `extra`."""
   from engine import run_info  # pylint: disable=g-import-not-at-top
   info = {
       "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None,
@@ -465,8 +541,16 @@ def run_identity(bert_config, vocab_digest, input_flags=(), **extra):
       name: os.path.abspath(FLAGS[name].value) if name in _PATH_FLAGS and FLAGS[name].value
       else FLAGS[name].value
       for name in MODEL_INPUT_FLAGS + tuple(input_flags) if name in FLAGS}
+  info[run_info.TRAINING_FLAGS] = training_flags(effective)
+  info[_GIVEN] = sorted(name for name in info[run_info.TRAINING_FLAGS]
+                        if FLAGS[name].present or name in (effective or {}))
   info.update(extra)
   return info
+
+
+# run_identity's note of the training flags this run was given (or took from its data), which
+# check_run_info compares in a run that does not train; not recorded.
+_GIVEN = "_given_flags"
 
 
 def check_run_info(setup, info, will_train):
@@ -477,11 +561,51 @@ def check_run_info(setup, info, will_train):
   """
   from engine import run_info  # pylint: disable=g-import-not-at-top
   from engine import checkpoints  # pylint: disable=g-import-not-at-top
+  info = dict(info)
+  given = info.pop(_GIVEN, ())
   if will_train:  # A resumed run whose steps count other examples would train too few of them.
     info = dict(info, global_batch_size=setup.global_batch_size)
-  run_info.check(setup.output_dir, info, checkpoints.has_checkpoint(setup.output_dir))
+  has_model = checkpoints.has_checkpoint(setup.output_dir)
+  run_info.check(setup.output_dir, info, has_model)
+  recorded = (run_info.read(setup.output_dir) or {}).get(run_info.TRAINING_FLAGS)
+  if has_model and recorded:
+    _check_training_flags(setup.output_dir, recorded, info[run_info.TRAINING_FLAGS],
+                          will_train, given)
   if will_train:
     run_info.write(setup.output_dir, info)
+
+
+def _check_training_flags(output_dir, recorded, now, will_train, given):
+  """A run in an output_dir that holds a model, against the MODEL and UPDATE flags its training
+  run recorded: a resumed run with another MODEL flag is refused (its checkpoints would mix two
+  models or losses: InputError), with another UPDATE flag logged; a run that does not train is
+  told (a warning) which of the MODEL flags it was given differ."""
+  differ = [name for name in sorted(now) if name in recorded and recorded[name] != now[name]]
+  model = [n for n in differ if flag_effect(n) == MODEL and (will_train or n in given)]
+  update = [n for n in differ if flag_effect(n) == UPDATE and will_train]
+  if will_train and model:
+    raise cli.InputError(
+        "--output_dir=%s holds a model trained with %s (run_info.json); this run would resume "
+        "it with %s, which changes the model or its loss. Rerun with the original flags, or "
+        "use a new --output_dir (with --init_checkpoint=%s/model.ckpt-<step> to start from "
+        "its weights)" % (
+            output_dir, _flag_list(model, recorded), _flag_list(model, now), output_dir))
+  for name in update:
+    logging.warning("Resuming with --%s=%s; the checkpoints so far were trained with --%s=%s "
+                    "(run_info.json)", name, _flag_text(now[name]), name,
+                    _flag_text(recorded[name]))
+  for name in model if not will_train else ():
+    logging.warning("--%s=%s, but the model of %s was trained with --%s=%s (run_info.json)",
+                    name, _flag_text(now[name]), output_dir, name, _flag_text(recorded[name]))
+
+
+def _flag_text(value):
+  """A flag value as it is written on the command line (booleans in lower case)."""
+  return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _flag_list(names, values):
+  return ", ".join("--%s=%s" % (name, _flag_text(values[name])) for name in names)
 
 
 # Flags whose value must lie in a range: name -> (lowest, highest, whether lowest is allowed).
@@ -530,11 +654,19 @@ def _check_predict_output(path):
     cli.require_output_file(path, "predict_output")
 
 
-def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None,
+def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None, effective=None,
                head_first_steps=0, init_companions=()):
   """A training.TrainSpec from the run setup and the shared flags (max_seq_length: see
-  load_config_and_tokenizer; head_first_steps and init_companions: see training.TrainSpec)."""
+  load_config_and_tokenizer; effective: see training_flags; head_first_steps and
+  init_companions: see training.TrainSpec).
+
+  Its model_digest names the config, sequence length, casing and the run's identity as
+  check_run_info wrote it to setup.output_dir (every process writes its own: vocabulary, task,
+  labels, input layout, objective); agreed_flags are the MODEL and UPDATE flags. The processes
+  of a run must agree on both (training.train).
+  """
   from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+  from engine import run_info  # pylint: disable=g-import-not-at-top
   from engine import training  # pylint: disable=g-import-not-at-top
   return training.TrainSpec(
       output_dir=setup.output_dir,
@@ -556,7 +688,9 @@ def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None,
       init_companions=tuple(init_companions),
       model_digest=input_pipeline.cache_key(
           input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
-          max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case))
+          max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case,
+          run_info.identity(run_info.read(setup.output_dir) or {})),
+      agreed_flags=tuple(training_flags(effective).items()))
 
 
 def write_results(path, results, beside=()):

@@ -39,9 +39,19 @@ _KEY_NAMES = {
 # The flags of the training run that a later run in the same output_dir which does not train
 # (eval, predict, --predict_file, export) takes when it is not given them: a dict flag -> value.
 FLAGS_KEY = "flags"
-# Recorded for the reader, not compared: the same vocabulary may move to another path; the
+# The MODEL and UPDATE flags of the training run (common_flags.training_flags): a dict flag ->
+# value, compared by common_flags.check_run_info (a resume may not change a MODEL flag).
+TRAINING_FLAGS = "training_flags"
+# Recorded for the reader, not compared here: the same vocabulary may move to another path; the
 # recorded flags are defaults of later runs, which may change them.
-_NOT_COMPARED = ("vocab_file", FLAGS_KEY)
+_NOT_COMPARED = ("vocab_file", FLAGS_KEY, TRAINING_FLAGS)
+
+
+def identity(info):
+  """The part of a run_info dict that names the model (what check compares): no paths, flag
+  defaults, schedule or divergences."""
+  return {key: value for key, value in sorted(info.items())
+          if key not in _NOT_COMPARED + _KEPT}
 
 
 def record_divergence(output_dir, record):
@@ -76,7 +86,7 @@ def read(output_dir):
   return info
 
 
-def check(output_dir, info, has_model):
+def check(output_dir, info, has_model, flag="output_dir", otherwise="use a new --output_dir"):
   """Raises InputError when output_dir's model was produced by other inputs than `info`.
 
   Args:
@@ -85,6 +95,8 @@ def check(output_dir, info, has_model):
       not compared.
     has_model: whether output_dir holds a checkpoint; without one nothing is compared (a failed
       first run may be rerun with other inputs).
+    flag: the flag that named output_dir (e.g. checkpoint for convert_to_hf.py).
+    otherwise: the other way out, ending the message.
   """
   if not has_model:
     return
@@ -100,9 +112,9 @@ def check(output_dir, info, has_model):
     was, now = _describe(old, new)
     if key == "vocab" and recorded.get("vocab_file"):
       was += " from %s" % recorded["vocab_file"]
-    raise InputError("--output_dir=%s holds a model made with a different %s: %s there (%s), %s "
-                     "in this run. Rerun with the original %s, or use a new --output_dir" %
-                     (output_dir, noun, was, FILE_NAME, now, fix))
+    raise InputError("--%s=%s holds a model made with a different %s: %s there (%s), %s "
+                     "in this run. Rerun with the original %s, or %s" %
+                     (flag, output_dir, noun, was, FILE_NAME, now, fix, otherwise))
 
 
 def _describe(old, new):

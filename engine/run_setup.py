@@ -27,6 +27,7 @@ never FLAGS.output_dir or FLAGS.init_checkpoint, and never rebuilds the parallel
 | init_checkpoint | the checkpoint this process initialises from, or None |
 | precision | "fp32", "fp16" or "bf16", from --use_fp16 / --use_bf16 |
 | train_batch_size | --train_batch_size: rows per tower per micro-step |
+| trains | whether the run trains (writes checkpoints) |
 """
 
 import atexit
@@ -53,7 +54,8 @@ FLAGS = flags.FLAGS
 
 
 class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "init_checkpoint",
-                                                   "precision", "train_batch_size"])):
+                                                   "precision", "train_batch_size", "trains"],
+                                      defaults=(False,))):
   """What a run learned from its flags at start-up (see the module docstring)."""
 
   @property
@@ -124,15 +126,23 @@ def from_flags(trains=False):
                  spec.cluster.describe(), spec.cluster.num_workers, spec.cluster.describe(0),
                  FLAGS.output_dir, output_dir)
   return RunSetup(parallel=spec, output_dir=output_dir, init_checkpoint=init_checkpoint,
-                  precision=_precision(), train_batch_size=FLAGS.train_batch_size)
+                  precision=_precision(), train_batch_size=FLAGS.train_batch_size,
+                  trains=trains)
 
 
 def _adopt_recorded_flags(output_dir):
   """Sets the defaults of the model input flags this run was not given to the values recorded
   by output_dir's training run (run_info.json; see the module docstring). A recorded file that
   no longer exists is not adopted (its flag is then required as usual)."""
+  from engine import checkpoints  # pylint: disable=g-import-not-at-top
   from engine import run_info  # pylint: disable=g-import-not-at-top
-  recorded = (run_info.read(output_dir) or {}).get(run_info.FLAGS_KEY) or {}
+  info = run_info.read(output_dir) or {}
+  script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None
+  if info.get("script") not in (None, script) and checkpoints.has_checkpoint(output_dir):
+    raise InputError("--output_dir=%s holds a training run of %s (%s), not of %s: its model "
+                     "is another script's; point --output_dir at a run of %s" %
+                     (output_dir, info["script"], run_info.FILE_NAME, script, script))
+  recorded = info.get(run_info.FLAGS_KEY) or {}
   for name, value in sorted(recorded.items()):
     if name not in FLAGS or FLAGS[name].present or value == FLAGS[name].value:
       continue

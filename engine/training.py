@@ -64,15 +64,18 @@ _TRAIN_SPEC_FIELDS = [
     "optimizer",  # "adamw" or "lamb"
     "model_digest",  # names the model config; every process of a run must have the same
     "layerwise_lr_decay",  # D < 1: layer k of L learns at lr * D^(L-k) (optimization.py)
+    "agreed_flags",  # ((flag, value), ...): the MODEL and UPDATE flags (common_flags), which
+                     # every process of a run must share
     "head_first_steps",  # updates during which what init_checkpoint restores stays still
-                         # while the new variables learn; None: HEAD_FIRST_AUTO (see below)
+                         # while the heads it lacks learn; None: engine/head_first's default
     "init_companions",  # ((checkpoint, scope), ...): more checkpoints to restore the
                         # variables under scope from (e.g. ELECTRA's generator)
 ]
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
-                                       defaults=("fp32", False, "adamw", "", 1.0, 0, ()))):
+                                       defaults=("fp32", False, "adamw", "", 1.0, (), 0,
+                                                 ()))):
   """What training.train needs, checked once where it is built."""
 
   def __new__(cls, *args, **kwargs):
@@ -418,8 +421,12 @@ def _note_schedule(spec, start_step, hold):
 
 
 def _must_agree(spec, periodic_eval=None):
-  """What every process of a run must share, besides the parallel settings (named for errors)."""
-  return collections.OrderedDict([
+  """What every process of a run must share, besides the parallel settings (named for errors):
+  every MODEL and UPDATE flag (spec.agreed_flags), the model's identity and what the run
+  derives from them."""
+  agreed = collections.OrderedDict(("--%s" % name, repr(value) if isinstance(value, float)
+                                    else value) for name, value in spec.agreed_flags)
+  return collections.OrderedDict(list(agreed.items()) + [
       ("--eval_every_n_steps", periodic_eval.every_n_steps if periodic_eval else 0),
       ("--early_stopping_patience", periodic_eval.patience if periodic_eval else 0),
       ("--train_batch_size", spec.batch_size_per_tower),
@@ -427,11 +434,11 @@ def _must_agree(spec, periodic_eval=None):
       ("--optimizer", spec.optimizer),
       ("--learning_rate", repr(spec.learning_rate)),
       ("--layerwise_lr_decay", repr(spec.layerwise_lr_decay)),
-      ("--head_first_steps", repr(spec.head_first_steps)),
       ("number of training steps (from --num_train_steps, or the training data and "
        "--num_train_epochs)", spec.num_train_steps),
       ("number of warm-up steps", spec.num_warmup_steps),
-      ("model (--bert_config_file, --max_seq_length, vocabulary)", spec.model_digest),
+      ("model (--bert_config_file, --max_seq_length, vocabulary, task, labels, input layout)",
+       spec.model_digest),
   ])
 
 

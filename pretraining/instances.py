@@ -59,7 +59,9 @@ def nsp_instances(documents, document_index, rng, opts, featurizer, stats):
     rng: numpy.random.Generator.
     opts: Options.
     featurizer: Featurizer (for [CLS]/[SEP] ids).
-    stats: collections.Counter, gets "same_document_random_next".
+    stats: collections.Counter, gets "same_document_random_next" and "kept_tokens" (the
+      document's own tokens that made it into an instance: A, and B when it is the actual
+      next; the rest was cut to fit max_seq_length).
 
   Returns:
     list of Instance.
@@ -91,8 +93,11 @@ def nsp_instances(documents, document_index, rng, opts, featurizer, stats):
       else:
         is_random_next = False
         segment_b = _concat(current_chunk[a_end:])
-      instances.append(_pair_instance(segment_a, segment_b, is_random_next, max_num_tokens,
-                                      rng, featurizer))
+      instance = _pair_instance(segment_a, segment_b, is_random_next, max_num_tokens, rng,
+                                featurizer)
+      instances.append(instance)
+      stats["kept_tokens"] += len(instance.ids) - 3 - (
+          instance.segment_ids.count(1) - 1 if is_random_next else 0)
       current_chunk = []
       current_length = 0
     i += 1
@@ -241,7 +246,8 @@ def describe_instance(instance, masked, featurizer):
 
 ChunkResult = collections.namedtuple(
     "ChunkResult",
-    ["index", "records", "stats", "short_documents", "examples", "nbytes", "process"])
+    ["index", "records", "stats", "short_documents", "examples", "nbytes", "process",
+     "longest_line"])
 
 
 _FEATURIZER = None  # The worker process's Featurizer, set by init_worker.
@@ -271,17 +277,25 @@ def process_chunk(chunk):
   """Tokenizes a chunk and makes its instances for every dupe; runs in a worker.
 
   Returns:
-    ChunkResult: serialized examples in generation order, a Counter of statistics, the
-    (path, line, tokens) of documents too short for an instance, a few printable examples,
-    and the worker's (pid, CPU seconds, peak RSS MB) so far.
+    ChunkResult: serialized examples in generation order, a Counter of statistics (with
+    input_tokens and kept_tokens: the tokens read, counted once per dupe, and those some
+    instance holds), the (path, line, tokens) of documents too short for an instance, a few
+    printable examples, the worker's (pid, CPU seconds, peak RSS MB) so far, and the (path,
+    line, tokens) of the chunk's longest line.
   """
   featurizer = _FEATURIZER
   opts = featurizer.opts
   stats = collections.Counter(documents=len(chunk.documents))
   documents, short_documents = [], []
+  longest_line = ("", 0, 0)
   for document in chunk.documents:
-    sentences = [featurizer.sentence(line) for line in document.lines]
-    sentences = [s for s in sentences if s[0]]
+    sentences = []
+    for offset, line in enumerate(document.lines):
+      sentence = featurizer.sentence(line)
+      if sentence[0]:
+        sentences.append(sentence)
+      if len(sentence[0]) > longest_line[2]:
+        longest_line = (document.path, document.line + offset, len(sentence[0]))
     stats["lines_without_tokens"] += len(document.lines) - len(sentences)
     num_tokens = sum(len(s[0]) for s in sentences)
     stats["split_documents"] += document.split
@@ -292,11 +306,17 @@ def process_chunk(chunk):
     stats["single_sentence_documents"] += len(sentences) == 1
     documents.append(sentences)
   stats["short_documents"] = len(short_documents)
+  # Each copy of the chunk reads every token once; the tokens no instance holds were cut.
+  document_tokens = sum(len(ids) for sentences in documents for ids, _ in sentences)
+  stats["input_tokens"] = opts.dupe_factor * (
+      document_tokens + sum(num_tokens for _, _, num_tokens in short_documents))
+  stats["short_document_tokens"] = opts.dupe_factor * sum(n for _, _, n in short_documents)
   records, examples = [], []
   for dupe in range(opts.dupe_factor):
     rng = np.random.default_rng([opts.random_seed, chunk.index, dupe])
     if opts.no_nsp:
       instances = packed_instances(documents, featurizer) if documents else []
+      stats["kept_tokens"] += document_tokens  # Packed instances hold every token.
     else:
       instances = []
       for index in range(len(documents)):
@@ -308,7 +328,7 @@ def process_chunk(chunk):
         examples.append(describe_instance(instance, masked, featurizer))
   stats["instances"] = len(records)
   return ChunkResult(chunk.index, records, stats, short_documents, examples, chunk.nbytes,
-                     process_usage())
+                     process_usage(), longest_line)
 
 
 def process_usage():

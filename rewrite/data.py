@@ -20,6 +20,7 @@ from absl import logging
 import tensorflow.compat.v1 as tf
 
 from core import atomic_files
+from core import dropped_input
 from core.errors import InputError
 from engine import cli
 from engine import input_pipeline
@@ -152,15 +153,20 @@ def _to_example(features):
       for name, values in features.items()}))
 
 
-def write_pairs(path, token_pairs, tokenizer, max_seq_length, max_target_length, what):
+def write_pairs(path, token_pairs, tokenizer, max_seq_length, max_target_length, what,
+                targets_cut_by_design=False):
   """Packs (source_tokens, target_tokens or None) pairs into a TFRecord file, atomically.
 
-  Logs how many sources and targets were truncated; `what` names the data in that line.
+  Logs how many sources and targets were truncated, and the share of their tokens cut (a
+  warning above core.dropped_input.WARN_SHARE); `what` names the data in those lines.
+  targets_cut_by_design: the targets are the rest of a passage (rewrite pretraining's continue
+  task), cut on purpose; their share is not reported.
 
   Returns:
     the number of examples written.
   """
   counts = collections.Counter()
+  budget = source_budget(max_seq_length, max_target_length)
 
   def _write(tmp_path):
     with tf.io.TFRecordWriter(tmp_path) as writer:
@@ -170,18 +176,32 @@ def write_pairs(path, token_pairs, tokenizer, max_seq_length, max_target_length,
         counts["examples"] += 1
         counts["source_truncated"] += int(source_cut)
         counts["target_truncated"] += int(target_cut)
+        counts["source_tokens"] += len(source_tokens)
+        counts["source_cut"] += max(0, len(source_tokens) - budget)
+        counts["target_tokens"] += len(target_tokens or ())
+        counts["target_cut"] += max(0, len(target_tokens or ()) - max_target_length)
         writer.write(_to_example(features).SerializeToString())
 
   atomic_files.write_atomically(path, _write)
   logging.info("%s: %d examples; %d sources truncated to %d tokens, %d targets truncated to %d "
                "tokens (max_seq_length=%d)", what, counts["examples"], counts["source_truncated"],
-               source_budget(max_seq_length, max_target_length), counts["target_truncated"],
-               max_target_length, max_seq_length)
+               budget, counts["target_truncated"], max_target_length, max_seq_length)
+  dropped_input.report(
+      "%s sources" % what, counts["source_cut"], counts["source_tokens"], "tokens",
+      "cut from the end of %d sources longer than %d tokens (--max_seq_length=%d minus "
+      "--max_target_length=%d and 3): the model never reads them; raise --max_seq_length" %
+      (counts["source_truncated"], budget, max_seq_length, max_target_length))
+  if not targets_cut_by_design:
+    dropped_input.report(
+        "%s targets" % what, counts["target_cut"], counts["target_tokens"], "tokens",
+        "cut from the end of %d targets longer than --max_target_length=%d: the model learns "
+        "only their heads, and decoding stops there; raise --max_target_length" %
+        (counts["target_truncated"], max_target_length))
   return counts["examples"]
 
 
 def cached_records(output_dir, split, key_parts, make_pairs, tokenizer, max_seq_length,
-                   max_target_length):
+                   max_target_length, targets_cut_by_design=False):
   """The TFRecord file of `split`, built with make_pairs() unless a cache for key_parts exists.
 
   Args:
@@ -191,6 +211,7 @@ def cached_records(output_dir, split, key_parts, make_pairs, tokenizer, max_seq_
       digest, options); the layout and RECORD_FORMAT are added here.
     make_pairs: callable() -> iterable of (source_tokens, target_tokens or None).
     tokenizer, max_seq_length, max_target_length: see encode_pair.
+    targets_cut_by_design: see write_pairs.
 
   Returns:
     the record file path.
@@ -200,7 +221,8 @@ def cached_records(output_dir, split, key_parts, make_pairs, tokenizer, max_seq_
   if tf.io.gfile.exists(path):
     logging.info("Using cached %s records %s", split, path)
   else:
-    write_pairs(path, make_pairs(), tokenizer, max_seq_length, max_target_length, split)
+    write_pairs(path, make_pairs(), tokenizer, max_seq_length, max_target_length, split,
+                targets_cut_by_design)
   return path
 
 
@@ -242,6 +264,10 @@ def read_passages(paths, tokenizer, max_tokens):
         passages.append(current[:max_tokens])
         current = current[max_tokens:]
     passages.append(current)
+  short = sum(len(p) for p in passages if len(p) < 2)
+  dropped_input.report("--corpus_file=%s" % ",".join(paths), short,
+                       sum(len(p) for p in passages), "tokens",
+                       "are in paragraphs of one token, too short to make a pair of")
   passages = [p for p in passages if len(p) >= 2]
   if not passages:
     raise InputError("--corpus_file=%s: no text to learn from (the file(s) are empty or blank, "

@@ -130,6 +130,13 @@ def hf_to_bert(hf_model_dir, output_dir, hf_generator_dir=None):
 
 def _read_hf_dir(hf_model_dir, flag):
   """(model.safetensors path, config.json path, config dict) of a Hugging Face model folder."""
+  if hf_model_dir and os.path.isdir(hf_model_dir) and not os.path.isfile(
+      os.path.join(hf_model_dir, "model.safetensors")) and not os.path.isfile(
+          os.path.join(hf_model_dir, "config.json")):
+    raise cli.InputError("--%s=%s: no Hugging Face model there (model.safetensors, "
+                         "config.json); the folder %s" % (flag, hf_model_dir,
+                                                          checkpoints.describe_folder(
+                                                              hf_model_dir)))
   weights_path = cli.require_file(os.path.join(hf_model_dir or "", "model.safetensors"),
                                   "%s (model.safetensors)" % flag)
   config_path = cli.require_file(os.path.join(hf_model_dir, "config.json"),
@@ -585,7 +592,8 @@ def resolve_checkpoint(path):
     latest = tf.train.latest_checkpoint(path)
     if latest:
       return latest
-    raise cli.InputError("--checkpoint=%s: the directory holds no checkpoint" % path)
+    raise cli.InputError("--checkpoint=%s: no checkpoint there; the folder %s" %
+                         (path, checkpoints.describe_folder(path)))
   if not checkpoints.checkpoint_exists(path):
     raise cli.InputError("--checkpoint=%s: no checkpoint there (expected a prefix such as "
                          "out/model.ckpt-1000 with its .index file, or a run's output_dir)" %
@@ -601,11 +609,17 @@ def read_labels(labels_file, num_labels, run_dir=None):
   tasks included), else LABEL_<i>.
   """
   source = labels_file if labels_file and os.path.isfile(labels_file) else None
+  recorded = (run_info.read(run_dir) or {}).get("labels") if run_dir else None
   if source:
     with open(source, encoding="utf-8") as f:
       labels = [line.rstrip("\n") for line in f if line.strip()]
+    if recorded and labels != recorded:
+      raise cli.InputError("%s holds the labels %s but the run of the checkpoint was trained "
+                           "with %s (%s): class i would get another name; leave out "
+                           "--labels_file" % (source, labels, recorded, os.path.join(
+                               run_dir, run_info.FILE_NAME)))
   else:
-    labels = (run_info.read(run_dir) or {}).get("labels") if run_dir else None
+    labels = recorded
     source = os.path.join(run_dir or "", run_info.FILE_NAME)
   if not labels:
     logging.info("No labels file and no labels in run_info.json; naming the %d classes "
@@ -653,12 +667,8 @@ def _load_config_and_vocab(bert_config_file, vocab_file):
 
 def _check_vocab_size(vocab_file, bert_config, config_source):
   """The vocabulary must have vocab_size entries (InputError)."""
-  vocab = tokenization.load_vocab(vocab_file)
-  if len(vocab) != bert_config.vocab_size:
-    raise cli.InputError("%s has %d entries but vocab_size=%d in %s: the vocabulary must be the "
-                         "one the model was trained with" % (vocab_file, len(vocab),
-                                                             bert_config.vocab_size,
-                                                             config_source))
+  tokenization.require_vocab_size(vocab_file, tokenization.load_vocab(vocab_file),
+                                  bert_config.vocab_size, config_source)
 
 
 def _check_head_shapes(shapes, bert_config, what, config_source):
@@ -683,7 +693,13 @@ def _check_head_shapes(shapes, bert_config, what, config_source):
 
 def checkpoint_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_file,
                      output_dir, generator_config_file=None):
-  """convert_to_hf.py: electra_to_hf for an ELECTRA (is_electra), else bert_to_hf."""
+  """convert_to_hf.py: electra_to_hf for an ELECTRA (is_electra), else bert_to_hf.
+
+  The config, vocabulary and casing not given come from the run that wrote the checkpoint
+  (run_model_files); do_lower_case None: not given.
+  """
+  bert_config_file, vocab_file, do_lower_case = run_model_files(
+      resolve_checkpoint(checkpoint), bert_config_file, vocab_file, do_lower_case)
   if is_electra(checkpoint):
     logging.info("%s is an ELECTRA: writing %s/discriminator and %s/generator", checkpoint,
                  output_dir, output_dir)
@@ -691,6 +707,58 @@ def checkpoint_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, la
                          generator_config_file)
   return bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_file,
                     output_dir)
+
+
+def run_dir_of(checkpoint):
+  """The run directory whose run_info.json describes the checkpoint prefix `checkpoint` (its
+  folder, or the folder above export/), or None."""
+  folder = os.path.dirname(checkpoint)
+  candidates = [folder]
+  if os.path.basename(folder) == checkpoints.EXPORT_DIR:
+    candidates.append(os.path.dirname(folder))
+  return next((d for d in candidates if run_info.read(d) is not None), None)
+
+
+def run_model_files(checkpoint, bert_config_file, vocab_file, do_lower_case):
+  """(bert_config_file, vocab_file, do_lower_case) of the checkpoint prefix `checkpoint`.
+
+  Files not given are the ones beside the checkpoint (export/'s bert_config.json and vocab.txt),
+  else those its run recorded in run_info.json; casing not given (None) is the run's, else True.
+  Given or not, the config and the vocabulary must be the run's (InputError otherwise): a config
+  of other heads or another activation fits the tensors and gives other logits, silently.
+  """
+  run_dir = run_dir_of(checkpoint)
+  info = run_info.read(run_dir) if run_dir else {}
+  recorded = info.get(run_info.FLAGS_KEY) or {}
+  given = {"bert_config_file": bert_config_file, "vocab_file": vocab_file}
+  beside = {"bert_config_file": "bert_config.json", "vocab_file": "vocab.txt"}
+  for name in sorted(given):
+    if given[name]:
+      continue
+    for path, source in ((os.path.join(os.path.dirname(checkpoint), beside[name]),
+                          "beside the checkpoint"),
+                         (recorded.get(name), "recorded in %s" % os.path.join(
+                             run_dir or "", run_info.FILE_NAME))):
+      if path and os.path.isfile(path):
+        given[name] = path
+        logging.info("--%s=%s (%s)", name, path, source)
+        break
+  if do_lower_case is None:
+    do_lower_case = (info.get("vocab") or {}).get("do_lower_case", True)
+  bert_config_file, vocab_file = given["bert_config_file"], given["vocab_file"]
+  if info:
+    from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+    identity = {}
+    if bert_config_file:
+      identity["bert_config"] = modeling.BertConfig.from_json_file(
+          cli.require_file(bert_config_file, "bert_config_file")).to_dict()
+    if vocab_file and not recorded.get("spm_model_file"):
+      identity["vocab"] = {"digest": input_pipeline.cache_key(input_pipeline.file_digest(
+          cli.require_file(vocab_file, "vocab_file")), do_lower_case, False),
+                           "do_lower_case": do_lower_case}
+    run_info.check(run_dir, identity, True, flag="checkpoint",
+                   otherwise="leave the flag out: it is read from %s" % run_info.FILE_NAME)
+  return bert_config_file, vocab_file, do_lower_case
 
 
 def bert_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, labels_file, output_dir):

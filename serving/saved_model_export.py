@@ -43,6 +43,7 @@ def define_flags():
         "TF2 SavedModel for serving, output_dir/saved_model/: signatures serving_default "
         "(raw text in, tokenized in the graph like this run), serve_ids (token ids in) and "
         "tokenize. Vocab, bert_config and labels travel in its assets.")
+  common_flags.declare_flag_effects(common_flags.OTHER, "do_export")
 
 
 def _common_spec(setup, task):

@@ -431,7 +431,7 @@ def run_cases(world, cases, root, parallel=2, on_result=None):
 
 CLF, RW, PT, CPD = ("run_classifier_mgpu.py", "run_rewrite_finetune.py", "run_pretraining_mgpu.py",
                     "create_pretraining_data.py")
-CTH, CHC = "convert_to_hf.py", "convert_hf_checkpoint.py"
+TO_HF, FROM_HF = "convert_to_hf.py", "convert_hf_checkpoint.py"
 BIG = 20000  # rows of the data sets that keep a stage busy long enough to be interrupted
 
 
@@ -547,6 +547,28 @@ def _stderr_has(*fragments):
     del world, d
     missing = [f for f in fragments if not re.search(f, stderr)]
     return ("silent", "the log lacks %s" % missing) if missing else None
+  return check
+
+
+def _recorded_flags(**changes):
+  """prepare: the copied out/run_info.json records other flags of the training run."""
+  def prepare(world, d):
+    del world
+    path = os.path.join(out(d), "run_info.json")
+    with open(path, encoding="utf-8") as f:
+      info = json.load(f)
+    info["flags"].update(changes)
+    _write(path, json.dumps(info))
+  return prepare
+
+
+def _logged_once(pattern):
+  """check: exactly one line of the log matches `pattern`."""
+  def check(world, d, stderr):
+    del world, d
+    lines = [l for l in stderr.splitlines() if re.search(pattern, l)]
+    return None if len(lines) == 1 else ("unclear", "%d lines match %r: %s" % (
+        len(lines), pattern, lines[:3]))
   return check
 
 
@@ -783,9 +805,10 @@ def all_cases():
            prepare=data_dir_with("clf_data", train__tsv=clf_rows(32).replace("\tneg", "\tpos")),
            fragments=["train.tsv", "every example has the label pos", "two classes"],
            check=nothing_written),
-      case("clf_predict_output_in_missing_folder", CLF,
-           _clf("--do_predict", "--predict_output=/no/such/folder/p.txt"),
-           prepare=copy_of("clf_out"), fragments=["--predict_output", "does not exist"]),
+      case("clf_predict_output_in_missing_folder", CLF, lambda w, d: w.clf_args(
+          out(d), "--do_predict", "--predict_output=%s" % os.path.join(d, "new", "p.txt")),
+           prepare=copy_of("clf_out"), expect="ok",
+           check=_file_lines(lambda d: os.path.join(d, "new", "p.txt"), 5)),
       case("clf_stray_tab_in_one_train_row", CLF, _clf("--do_train", data_dir="case"),
            prepare=data_dir_with("clf_data", train__tsv=clf_rows(32).replace(
                "\tneg\n", "\t多\tneg\n", 1)),
@@ -857,6 +880,17 @@ def all_cases():
            fragments=["left its normal range at step 3", "diverged-step-", "starts again"],
            check=_all(_stderr_has(r"step 3: the loss .* left its normal range"), _resumes(
                _clf("--do_train", "--num_train_epochs=1"), expect_files=["model.ckpt-8.index"]))),
+      # A stride the user never passed (the training run's) that does not fit the window of
+      # another --max_seq_length gives way to the default instead of an error about it.
+      case("clf_eval_at_another_length_after_sliding_training", CLF, lambda w, d: [
+          "--output_dir=%s" % out(d), "--data_dir=%s" % w.clf_data, "--do_eval",
+          "--max_seq_length=8"], prepare=both(copy_of("clf_out"), _recorded_flags(
+              long_text="sliding", doc_stride=12, task_name="tsv")), expect="ok",
+           check=_stderr_has(r"--doc_stride=12 does not fit a window of 6 tokens")),
+      # TensorFlow's lines print once, in absl's format (not also as INFO:tensorflow:...).
+      case("clf_train_then_eval_logs_each_restore_once", CLF,
+           _clf("--do_train", "--do_eval", "--num_train_epochs=2"), prepare=copy_of("clf_out"),
+           expect="ok", check=_logged_once(r"Restoring parameters from \S*model\.ckpt-16\b")),
       case("clf_truncated_latest_checkpoint", CLF, _clf("--do_predict"),
            prepare=both(copy_of("clf_out"),
                         _truncate("model.ckpt-8.data-00000-of-00001")), expect="ok",
@@ -998,8 +1032,11 @@ def all_cases():
            prepare=lambda w, d: _write_bytes(os.path.join(d, "bad.txt"),
                                              "甲乙丙丁。\n".encode("utf-8") * 4 + b"\xff\n"),
            fragments=["bad.txt:5", "utf-8"], check=_no_output("out.tfrecord")),
-      case("cpd_output_dir_missing", CPD, _cpd(output=lambda d: "/no/dir/out.tfrecord"),
-           fragments=["/no/dir"]),
+      # README's --output_file=data/train-0.tfrecord: the folder is made, as --output_dir is.
+      case("cpd_output_dir_missing", CPD, _cpd(output=lambda d: os.path.join(d, "data",
+                                                                             "out.tfrecord")),
+           expect="ok", check=lambda w, d, e: None if os.path.getsize(os.path.join(
+               d, "data", "out.tfrecord")) else ("silent", "data/out.tfrecord is empty")),
       case("cpd_output_is_dir", CPD, _cpd(output=lambda d: d), fragments=["is a directory"]),
       case("cpd_output_under_a_file", CPD,
            _cpd(output=lambda d: os.path.join(_write(os.path.join(d, "f"), "x"), "o.tfrecord")),
@@ -1030,6 +1067,7 @@ def all_cases():
            check=lambda w, d, e: ("damaged", "left %s" % os.listdir(out(d)))
            if os.listdir(out(d)) else None),
   ] + output_cases() + electra_cases() + help_cases()
+  cases += trained_dir_cases() + dropped_input_cases() + drift_cases()
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "duplicate case names"
   return cases
@@ -1077,6 +1115,19 @@ def _line_count(name, lines):
     with open(os.path.join(out(d), name), encoding="utf-8") as f:
       got = len(f.read().splitlines())
     return None if got == lines else ("silent", "%s has %d lines, expected %d" % (name, got,
+                                                                                 lines))
+  return check
+
+
+def _file_lines(path, lines):
+  """check: the file path(case_dir) holds `lines` lines."""
+  def check(world, d, stderr):
+    del world, stderr
+    if not os.path.isfile(path(d)):
+      return "silent", "%s was not written" % path(d)
+    with open(path(d), encoding="utf-8") as f:
+      got = len(f.read().splitlines())
+    return None if got == lines else ("silent", "%s has %d lines, expected %d" % (path(d), got,
                                                                                  lines))
   return check
 
@@ -1190,7 +1241,7 @@ def _copy_into(attr):
 
 
 def _convert_to_hf(world, checkpoint, output_dir):
-  _check_ok(run(CTH, "--checkpoint=%s" % checkpoint, "--bert_config_file=%s" % world.config,
+  _check_ok(run(TO_HF, "--checkpoint=%s" % checkpoint, "--bert_config_file=%s" % world.config,
                 "--vocab_file=%s" % world.vocab, "--output_dir=%s" % output_dir),
             "the case's conversion")
   return output_dir
@@ -1246,7 +1297,7 @@ def output_cases():
            check=_unchanged("out")),
       # A model folder: the new model.safetensors fits, its config.json does not; the old
       # model (a classifier) must stay whole, not get the new weights beside its old config.
-      case("cth_disk_full_model_folder", CTH, lambda w, d: [
+      case("cth_disk_full_model_folder", TO_HF, lambda w, d: [
           "--checkpoint=%s" % w.pt_out, "--bert_config_file=%s" % w.config,
           "--vocab_file=%s" % w.vocab, "--output_dir=%s" % os.path.join(d, "hf")],
            prepare=_full_disk(
@@ -1256,7 +1307,7 @@ def output_cases():
            needs_root=True, fragments=["No space left on device", "--output_dir"],
            check=_unchanged("hf")),
       # ELECTRA's two folders: the new discriminator/model.safetensors fits, nothing more.
-      case("cth_electra_disk_full_both_folders", CTH, lambda w, d: [
+      case("cth_electra_disk_full_both_folders", TO_HF, lambda w, d: [
           "--checkpoint=%s" % electra(d, 4), "--bert_config_file=%s" % w.config,
           "--vocab_file=%s" % w.vocab, "--output_dir=%s" % os.path.join(d, "hf")],
            prepare=_full_disk(
@@ -1267,13 +1318,13 @@ def output_cases():
            needs_root=True, fragments=["No space left on device", "--output_dir"],
            check=_unchanged("hf"), timeout=240),
       # bert_config.json and vocab.txt fit (two pages), the checkpoint does not.
-      case("chc_disk_full_checkpoint_folder", CHC, lambda w, d: [
+      case("chc_disk_full_checkpoint_folder", FROM_HF, lambda w, d: [
           "--hf_model_dir=%s" % os.path.join(d, "hf_pt"), "--output_dir=%s" % os.path.join(
               d, "tf")],
            prepare=_full_disk(
                "tf", lambda w, d, path: (
                    _convert_to_hf(w, w.pt_out, os.path.join(d, "hf_pt")),
-                   _check_ok(run(CHC, "--hf_model_dir=%s" % _convert_to_hf(
+                   _check_ok(run(FROM_HF, "--hf_model_dir=%s" % _convert_to_hf(
                        w, w.clf_out, os.path.join(d, "hf_clf")), "--output_dir=%s" % path),
                              "the case's first conversion")),
                free_bytes=2 * PAGE),
@@ -1320,4 +1371,284 @@ def help_cases():
   """--help exits 0 for every script (absl's own exit status is 1)."""
   return [case("%s_help" % prefix, script, lambda w, d: ["--help"], expect="ok")
           for prefix, script in (("clf", CLF), ("rw", RW), ("pt", PT), ("cpd", CPD),
-                                 ("cth", CTH), ("chc", CHC))]
+                                 ("cth", TO_HF), ("chc", FROM_HF))]
+
+# Runs that read a trained directory: they check what they are given against its run_info.json
+# (or say that there is no training run there, and what the folder holds).
+
+_PREDICT_TEXT = "甲乙丙\n丁戊\n"
+
+
+def _predict_args(script, world, d, folder):
+  """A run that does not train on `folder` (predict with the script's least flags)."""
+  text = _write(os.path.join(d, "p.txt"), _PREDICT_TEXT)
+  if script == PT:
+    return ["--output_dir=%s" % folder, "--do_eval", "--input_file=%s" % world.records]
+  return ["--output_dir=%s" % folder, "--predict_file=%s" % text]
+
+
+def _on_folder(script, folder):
+  """args: predict (eval for pretraining) on folder(world, case_dir)."""
+  return lambda w, d: _predict_args(script, w, d, folder(w, d))
+
+
+def _fake_hf_folder(world, d):
+  """prepare: case_dir/out looks like a Hugging Face model folder (convert_to_hf.py's)."""
+  del world
+  _write(os.path.join(out(d), "config.json"), json.dumps(dict(CONFIG, model_type="bert")))
+  _write(os.path.join(out(d), "model.safetensors"), "")
+
+
+def _drop_run_info(world, d):
+  del world
+  os.remove(os.path.join(out(d), "run_info.json"))
+
+
+def _electra_pair_folder(world, d):
+  """prepare: case_dir/hf holds discriminator/ and generator/ as convert_to_hf.py writes an
+  ELECTRA."""
+  del world
+  for model in ("discriminator", "generator"):
+    _write(os.path.join(d, "hf", model, "config.json"), json.dumps(dict(CONFIG,
+                                                                         model_type="electra")))
+    _write(os.path.join(d, "hf", model, "model.safetensors"), "")
+
+
+def _to_hf(*extra, checkpoint="clf_out"):
+  def args(world, d):
+    return ["--checkpoint=%s" % getattr(world, checkpoint),
+            "--output_dir=%s" % os.path.join(d, "hf")] + [
+                e(world, d) if callable(e) else e for e in extra]
+  return args
+
+
+def _hf_written(world, d, stderr):
+  del world, stderr
+  names = sorted(os.listdir(os.path.join(d, "hf")))
+  return None if "model.safetensors" in names and "config.json" in names else (
+      "silent", "hf/ holds %s" % names)
+
+
+def trained_dir_cases():
+  """Runs that read a trained directory: no run there, another script's run, a folder where a
+  checkpoint is expected, a config or vocabulary other than the run's."""
+  cases = []
+  scripts = ((CLF, "clf"), (RW, "rw"), (PT, "pt"))
+  others = {CLF: "pt_out", RW: "clf_out", PT: "rw_out"}
+  for script, short in scripts:
+    cases += [
+        case("%s_predict_in_an_empty_dir" % short, script,
+             _on_folder(script, lambda w, d: out(d)), prepare=lambda w, d: os.makedirs(out(d)),
+             fragments=["no training run", "the folder is empty"]),
+        case("%s_predict_in_a_hugging_face_folder" % short, script,
+             _on_folder(script, lambda w, d: out(d)), prepare=_fake_hf_folder,
+             fragments=["no training run", "Hugging Face model", "convert_hf_checkpoint.py"]),
+        case("%s_predict_without_run_info" % short, script,
+             _on_folder(script, lambda w, d: out(d)),
+             prepare=both(copy_of(short + "_out"), _drop_run_info),
+             fragments=["no run_info.json", "checkpoints (the latest is"]),
+        case("%s_predict_in_another_scripts_dir" % short, script,
+             _on_folder(script, lambda w, d: out(d)), prepare=copy_of(others[script]),
+             fragments=["holds a training run of", "not of %s" % script]),
+        case("%s_init_checkpoint_is_a_run_dir" % short, script,
+             lambda w, d, s=script: _train_args(w, d, s) + ["--init_checkpoint=%s" % w.pt_out],
+             fragments=["not a folder", os.path.join("export", "bert_model.ckpt")],
+             check=nothing_written),
+        case("%s_init_checkpoint_is_a_hugging_face_folder" % short, script,
+             lambda w, d, s=script: _train_args(w, d, s) + [
+                 "--init_checkpoint=%s" % os.path.join(d, "out")],
+             prepare=_fake_hf_folder, fragments=["not a folder", "convert_hf_checkpoint.py"]),
+    ]
+  cases += [
+      case("to_hf_run_dir_alone", TO_HF, _to_hf(), expect="ok", check=_hf_written),
+      case("to_hf_config_of_other_heads", TO_HF, _to_hf(lambda w, d: "--bert_config_file=%s" %
+                                                        _config_file(d, num_attention_heads=4)),
+           fragments=["different model config", "num_attention_heads=2 there"]),
+      case("to_hf_config_of_another_activation", TO_HF,
+           _to_hf(lambda w, d: "--bert_config_file=%s" % _config_file(d, hidden_act="relu")),
+           fragments=["different model config", 'hidden_act="gelu" there']),
+      case("to_hf_other_vocabulary", TO_HF, _to_hf(lambda w, d: "--vocab_file=%s" %
+                                                    _vocab_file(d, swap=True)),
+           fragments=["different vocabulary"]),
+      case("to_hf_other_casing", TO_HF, _to_hf("--nodo_lower_case", checkpoint="pt_out"),
+           fragments=["different vocabulary", "do_lower_case=true"]),
+      case("to_hf_labels_of_another_order", TO_HF, _to_hf(lambda w, d: "--labels_file=%s" %
+                                                           _write(os.path.join(d, "l.txt"),
+                                                                  "pos\nneg\n")),
+           fragments=["l.txt holds the labels ['pos', 'neg']", "trained with ['neg', 'pos']"]),
+      case("to_hf_hugging_face_folder", TO_HF, lambda w, d: [
+          "--checkpoint=%s" % out(d), "--output_dir=%s" % os.path.join(d, "hf")],
+           prepare=_fake_hf_folder, fragments=["no checkpoint there", "Hugging Face model"]),
+      case("from_hf_electra_pair_folder", FROM_HF, lambda w, d: [
+          "--hf_model_dir=%s" % os.path.join(d, "hf"), "--output_dir=%s" % out(d)],
+           prepare=_electra_pair_folder,
+           fragments=["discriminator", "--hf_generator_dir=", "generator"]),
+      case("from_hf_run_dir", FROM_HF, lambda w, d: [
+          "--hf_model_dir=%s" % w.clf_out, "--output_dir=%s" % out(d)],
+           fragments=["no Hugging Face model there", "training run of run_classifier_mgpu.py"]),
+      case("clf_vocab_with_a_repeated_line", CLF, _clf("--do_train", vocab=_vocab_path),
+           prepare=lambda w, d: _write(os.path.join(d, "vocab.txt"), "\n".join(
+               VOCAB[:-1] + [VOCAB[7]]) + "\n"),
+           fragments=["line %d repeats line 8" % len(VOCAB), "vocab_size=%d" % len(VOCAB)]),
+  ]
+  return cases
+
+
+def _train_args(world, d, script):
+  """A training run of `script` in case_dir/out."""
+  if script == CLF:
+    return world.clf_args(out(d), "--do_train")
+  if script == RW:
+    return world.rw_args(out(d), "--do_train")
+  return world.pt_args(out(d), "--do_train")
+
+
+# ---------------------------------------------------------------------------------------------
+# Input dropped or cut: the run says how much, and why (a warning above 10%).
+
+
+def _long_rows(rows, times=12):
+  """The rows of `rows` with their first column repeated `times` times (past 16 tokens)."""
+  return "".join("\t".join([r.split("\t")[0] * times] + r.split("\t")[1:])
+                 for r in rows.splitlines(True))
+
+
+def dropped_input_cases():
+  """Text cut to fit max_seq_length, a corpus on one line."""
+  return [
+      # The issue's corpus: 1 MB of text on one line made 3 instances, and said nothing.
+      case("cpd_corpus_on_one_line", CPD, _cpd(corpus=lambda d: _write(
+          os.path.join(d, "one_line.txt"), "".join(CHARS) * 30000 + "\n")), expect="ok",
+           check=_stderr_has(r"\(99\.\d\d%\) are in no instance", "one_line.txt:1, has "
+                             "360000 tokens", "one sentence per line")),
+      case("clf_long_texts_truncated", CLF, _clf("--do_train", "--do_eval", data_dir="case"),
+           prepare=data_dir_with("clf_data", train__tsv=_long_rows(clf_rows(32)),
+                                 dev__tsv=_long_rows(clf_rows(8, 1))),
+           expect="ok", check=_stderr_has(
+               r"train\.tsv: \d+ of \d+ tokens \(\d\d\.\d\d%\) cut by --max_seq_length=16 in 32 "
+               r"of 32 examples", "--long_text=sliding")),
+      case("clf_predict_file_of_long_lines", CLF, lambda w, d: [
+          "--output_dir=%s" % out(d), "--predict_file=%s" % _write(
+              os.path.join(d, "p.txt"), "".join(CHARS) * 3 + "\n")],
+           prepare=copy_of("clf_out"), expect="ok", check=_stderr_has(
+               r"--predict_file=\S+p\.txt: 22 of 36 tokens \(61\.11%\) cut")),
+      case("rw_long_sources_and_targets_truncated", RW, _rw("--do_train", data_dir="case"),
+           prepare=data_dir_with("rw_data", train__tsv="".join(
+               "%s\t%s\n" % (s * 6, t * 3) for s, t in (
+                   r.split("\t") for r in rw_rows(32).splitlines()))),
+           expect="ok", check=_stderr_has(r"train sources: \d+ of \d+ tokens \(\d\d\.\d\d%\) cut",
+                                          r"train targets: \d+ of \d+ tokens .* cut",
+                                          "--max_target_length=6")),
+  ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings that drift: a resume with another flag of the model or loss, an evaluation given
+# one, the processes of a run started with different ones.
+
+_OTHER_PROCESSES = {}  # case_dir -> Popen of the case's second process (task 1)
+
+
+def _free_ports(n):
+  """n TCP ports on localhost that were free a moment ago."""
+  import socket  # pylint: disable=g-import-not-at-top
+  sockets = [socket.socket() for _ in range(n)]
+  try:
+    for sock in sockets:
+      sock.bind(("localhost", 0))
+    return [sock.getsockname()[1] for sock in sockets]
+  finally:
+    for sock in sockets:
+      sock.close()
+
+
+def _two_processes(script, args, *differ):
+  """(prepare, args) of a run of two processes on localhost: prepare starts task 1 with `args`
+  and `differ`; the case's own command is the chief, task 0, with `args`."""
+  cluster = ["--collective_timeout_s=60"]
+
+  def prepare(world, d):
+    hosts = ",".join("localhost:%d" % port for port in _free_ports(2))
+    _write(os.path.join(d, "hosts"), hosts)
+    _OTHER_PROCESSES[d] = subprocess.Popen(
+        command(script, *(args(world, d) + cluster + list(differ) + [
+            "--worker_hosts=%s" % hosts, "--task_index=1"])), cwd=REPO_ROOT, env=_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+  def chief_args(world, d):
+    with open(os.path.join(d, "hosts")) as f:
+      hosts = f.read()
+    return args(world, d) + cluster + ["--worker_hosts=%s" % hosts, "--task_index=0"]
+
+  return prepare, chief_args
+
+
+def _other_process_refused(fragment):
+  """check: the case's second process ended as the chief did, one error line naming
+  `fragment` (it is killed, by its pid, if it has not ended within 120 s)."""
+  def check(world, d, stderr):
+    del world, stderr
+    proc = _OTHER_PROCESSES.pop(d)
+    try:
+      _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.communicate()
+      return "hang", "the other process did not end"
+    if proc.returncode != 2 or fragment not in _last_line(err):
+      return "unclear", "the other process: exit %s, %s" % (proc.returncode, _last_line(err))
+    saved = [n for n in os.listdir(out(d)) if n.startswith("model.ckpt")] if os.path.isdir(
+        out(d)) else []
+    return ("damaged", "the refused run saved %s" % saved) if saved else None
+  return check
+
+
+def drift_cases():
+  """A flag of the model or loss that differs from the training run's, or between processes."""
+  cases = [
+      case("clf_resume_with_other_truncation", CLF, _clf("--do_train", "--num_train_epochs=2",
+                                                         "--truncation=tail"),
+           prepare=copy_of("clf_out"), check=_latest_finite_step(CLF_STEPS),
+           fragments=["trained with --truncation=head", "resume it with --truncation=tail",
+                      "changes the model or its loss"]),
+      case("rw_resume_with_other_max_target_length", RW,
+           _rw("--do_train", "--num_train_steps=%d" % (2 * RW_STEPS), "--max_target_length=5"),
+           prepare=copy_of("rw_out"), check=_latest_finite_step(RW_STEPS),
+           fragments=["--max_target_length=6", "--max_target_length=5"]),
+      case("pt_resume_with_other_layerwise_lr_decay", PT,
+           _pt("--do_train", "--num_train_steps=%d" % (2 * PT_STEPS),
+               "--layerwise_lr_decay=0.8"), prepare=copy_of("pt_out"),
+           check=_latest_finite_step(PT_STEPS),
+           fragments=["--layerwise_lr_decay=1.0", "--layerwise_lr_decay=0.8"]),
+      case("pt_resume_with_other_learning_rate", PT,
+           _pt("--do_train", "--num_train_steps=%d" % (2 * PT_STEPS), "--learning_rate=5e-4"),
+           prepare=copy_of("pt_out"), expect="ok", check=_stderr_has(
+               r"Resuming with --learning_rate=0\.0005; the checkpoints so far were trained "
+               r"with --learning_rate=0\.001")),
+      case("clf_eval_at_another_max_seq_length", CLF, lambda w, d: [
+          "--output_dir=%s" % out(d), "--data_dir=%s" % w.clf_data, "--do_eval",
+          "--max_seq_length=12"], prepare=copy_of("clf_out"), expect="ok",
+           check=_stderr_has(r"--max_seq_length=12, but the model of \S+ was trained with "
+                             r"--max_seq_length=16")),
+      case("rw_predict_with_other_max_target_length", RW, lambda w, d: _predict_args(
+          RW, w, d, out(d)) + ["--max_target_length=4"], prepare=copy_of("rw_out"),
+           expect="ok", check=_stderr_has(r"--max_target_length=4, but the model of \S+ was "
+                                          r"trained with --max_target_length=6")),
+      case("pt_eval_with_other_layerwise_lr_decay", PT, lambda w, d: _predict_args(
+          PT, w, d, out(d)) + ["--layerwise_lr_decay=0.5"], prepare=copy_of("pt_out"),
+           expect="ok", check=_stderr_has(r"--layerwise_lr_decay=0\.5, but the model of \S+ "
+                                          r"was trained with --layerwise_lr_decay=1\.0")),
+  ]
+  for name, script, args, differ, flag in (
+      ("clf_processes_differ_in_class_weights", CLF, _clf("--do_train"),
+       "--class_weights=balanced", "--class_weights"),
+      ("rw_processes_differ_in_max_target_length", RW, _rw("--do_train"),
+       "--max_target_length=5", "--max_target_length"),
+      # ELECTRA's flags, which --objective=mlm leaves out (None), are the first to differ.
+      ("pt_processes_differ_in_objective", PT, _pt("--do_train"), "--objective=electra",
+       "--disc_weight")):
+    prepare, chief_args = _two_processes(script, args, differ)
+    fragment = "different %s than the chief" % flag
+    cases.append(case(name, script, chief_args, prepare=prepare, fragments=["task 1", fragment],
+                      check=_other_process_refused(fragment), timeout=180))
+  return cases

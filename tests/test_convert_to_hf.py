@@ -705,3 +705,60 @@ def test_transformers_electra_gives_our_logits(electra_run):
     tokenizer = transformers.AutoTokenizer.from_pretrained(os.path.join(hf_dir, model))
     assert tokenizer(text)["input_ids"] == ours.convert_tokens_to_ids(
         ["[CLS]"] + ours.tokenize(text) + ["[SEP]"])
+
+
+def _recorded_run(run_dir, config_file, vocab_file, do_lower_case=False):
+  """A run directory whose run_info.json records config_file and vocab_file as a run script
+  does (common_flags.run_identity)."""
+  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  os.makedirs(run_dir)
+  run_info.write(run_dir, {
+      "script": "run_classifier_mgpu.py",
+      "bert_config": modeling.BertConfig.from_json_file(config_file).to_dict(),
+      "vocab": {"digest": input_pipeline.cache_key(input_pipeline.file_digest(vocab_file),
+                                                   do_lower_case, False),
+                "do_lower_case": do_lower_case},
+      run_info.FLAGS_KEY: {"bert_config_file": config_file, "vocab_file": vocab_file,
+                           "do_lower_case": do_lower_case}})
+  return os.path.join(run_dir, "model.ckpt-8")
+
+
+def test_the_config_and_vocabulary_come_from_the_run_and_must_be_its_own(tmp_path):
+  """A run directory's recorded config, vocabulary and casing are the defaults; a config of
+  other heads or another activation (the tensors' shapes fit, the logits would not) or another
+  vocabulary is refused, naming what differs."""
+  config = write_tiny_bert_config(str(tmp_path / "bert_config.json"), 30522)
+  checkpoint = _recorded_run(str(tmp_path / "run"), config, ENGLISH_VOCAB)
+  assert huggingface.run_model_files(checkpoint, None, None, None) == (
+      config, ENGLISH_VOCAB, False)
+  assert huggingface.run_model_files(checkpoint, config, ENGLISH_VOCAB, None) == (
+      config, ENGLISH_VOCAB, False)
+  with open(config) as f:
+    recorded = json.load(f)
+  for change, fragment in (({"num_attention_heads": 2}, "num_attention_heads=4 there"),
+                           ({"hidden_act": "relu"}, 'hidden_act="gelu" there')):
+    other = str(tmp_path / "other.json")
+    with open(other, "w") as f:
+      json.dump(dict(recorded, **change), f)
+    with pytest.raises(InputError, match="different model config: .*%s.*leave the flag out" %
+                       re.escape(fragment)):
+      huggingface.run_model_files(checkpoint, other, None, None)
+  with pytest.raises(InputError, match="different vocabulary"):
+    huggingface.run_model_files(checkpoint, None, None, True)  # the run was cased
+  # Labels: the run's, in its order; a labels file of another order is refused.
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  run_info.record(str(tmp_path / "run"), "labels", ["neg", "pos"])
+  assert huggingface.read_labels(None, 2, str(tmp_path / "run")) == ["neg", "pos"]
+  swapped = tmp_path / "labels.txt"
+  swapped.write_text("pos\nneg\n")
+  with pytest.raises(InputError, match=r"holds the labels \['pos', 'neg'\] but the run"):
+    huggingface.read_labels(str(swapped), 2, str(tmp_path / "run"))
+  # export/ of a run: the files beside the checkpoint, checked against the run above it.
+  export = os.path.join(str(tmp_path / "run"), "export")
+  os.makedirs(export)
+  shutil.copy(config, os.path.join(export, "bert_config.json"))
+  shutil.copy(ENGLISH_VOCAB, os.path.join(export, "vocab.txt"))
+  assert huggingface.run_model_files(os.path.join(export, "bert_model.ckpt"), None, None,
+                                     None) == (os.path.join(export, "bert_config.json"),
+                                               os.path.join(export, "vocab.txt"), False)

@@ -276,6 +276,45 @@ def test_short_documents_are_counted_not_silently_dropped(tmp_path):
   assert summary["short_documents"] == 2 and summary["documents"] == 7
 
 
+def _own_tokens(example):
+  """The tokens of an NSP instance taken from its own document: A, and B unless it is a random
+  next."""
+  length = sum(example["input_mask"])
+  b_tokens = sum(example["segment_ids"][:length]) - 1
+  return length - 3 - (b_tokens if example["next_sentence_labels"][0] else 0)
+
+
+def test_the_share_of_the_corpus_in_no_instance_is_counted_and_warned_about(tmp_path, caplog):
+  """Every token read is counted once per dupe; kept_tokens are those the records hold (A, and
+  B when it is the actual next); a corpus on one line loses almost all of it, with a warning
+  naming the line; --no_nsp keeps every token."""
+  good = _english_corpus(tmp_path / "en.txt", 30)
+  summary, outputs = _run(tmp_path, good, vocab_file=_ENGLISH_VOCAB)
+  assert summary["kept_tokens"] == sum(_own_tokens(ex) for ex in _examples(outputs))
+  tokenizer = tokenization.FullTokenizer(_ENGLISH_VOCAB)
+  with open(good, encoding="utf-8") as f:
+    read = sum(len(tokenizer.tokenize(line)) for line in f)
+  assert summary["input_tokens"] == 2 * read
+  assert 0 < summary["input_tokens"] - summary["kept_tokens"] < 0.1 * summary["input_tokens"]
+
+  one_line = tmp_path / "one_line.txt"
+  one_line.write_text(" ".join(np.random.default_rng(1).choice(_ENGLISH_WORDS, 20000)) + "\n",
+                      encoding="utf-8")
+  caplog.clear()
+  summary, outputs = _run(tmp_path, str(one_line), vocab_file=_ENGLISH_VOCAB, name="one")
+  assert summary["instances"] == 2 and summary["kept_tokens"] < 130
+  warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and
+              "are in no instance" in r.getMessage()]
+  assert len(warnings) == 1, warnings
+  assert "%d of %d tokens (99." % (summary["input_tokens"] - summary["kept_tokens"],
+                                   summary["input_tokens"]) in warnings[0]
+  assert "the longest line, %s:1, has" % one_line in warnings[0]
+  assert "one sentence per line" in warnings[0]
+  summary, _ = _run(tmp_path, str(one_line), vocab_file=_ENGLISH_VOCAB, name="packed",
+                    no_nsp=True)
+  assert summary["kept_tokens"] == summary["input_tokens"] > 2 * 20000
+
+
 def _write(tmp_path, name, text):
   path = tmp_path / name
   path.write_text(text, encoding="utf-8")

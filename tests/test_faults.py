@@ -55,7 +55,7 @@ def test_the_table_is_large_and_covers_every_script():
   scripts = {c.script for c in CASES}
   assert len(CASES) >= 60
   assert scripts == {fault_cases.CLF, fault_cases.RW, fault_cases.PT, fault_cases.CPD,
-                     fault_cases.CTH, fault_cases.CHC}
+                     fault_cases.TO_HF, fault_cases.FROM_HF}
 
 
 def test_the_classes_of_issue_30_have_a_case_per_script():

@@ -51,6 +51,34 @@ def _results(out):
 # ------------------------------------------------------------------------------------ units
 
 
+def test_the_tokens_cut_are_counted_and_warned_about_unless_the_windows_slide(tmp_path, caplog):
+  """40-token documents at max_seq_length=16 lose 26 of their 40 tokens each when truncated
+  (a warning with the count and the flags that keep them); sliding windows lose none; a pair
+  whose second text slides keeps at most half a window of its first."""
+  tokenizer = tokenization.FullTokenizer(CHINESE_VOCAB)
+  examples = [classifier_data.InputExample("t-%d" % i, text, label=label)
+              for i, (text, label) in enumerate(_documents(4, 1))]
+  examples.append(classifier_data.InputExample("t-4", FILLER[:10], label="pos"))
+  labels = {"pos": 0, "neg": 1}
+  path = str(tmp_path / "f.tf_record")
+  counts = classifier_data.write_features(examples, labels, 16, tokenizer, "head", path, "x",
+                                          True)
+  assert (counts["truncated"], counts["cut_tokens"], counts["text_tokens"]) == (4, 104, 170)
+  with caplog.at_level("INFO"):
+    classifier_data.report_truncation("train.tsv", 5, counts, 16, "head", "truncate")
+  warning = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert len(warning) == 1 and warning[0].startswith(
+      "train.tsv: 104 of 170 tokens (61.17%) cut by --max_seq_length=16 in 4 of 5 examples")
+  assert "--long_text=sliding" in warning[0]
+  counts = classifier_data.write_features(examples, labels, 16, tokenizer, "head", path, "x",
+                                          True, long_text="sliding")
+  assert (counts["truncated"], counts["cut_tokens"], counts["text_tokens"]) == (0, 0, 170)
+  pair = classifier_data.InputExample("p", FILLER[:20], FILLER[:30], label="pos")
+  counts = classifier_data.write_features([pair], labels, 16, tokenizer, "head", path, "x", True,
+                                          long_text="sliding")
+  assert (counts["truncated"], counts["cut_tokens"], counts["text_tokens"]) == (1, 14, 50)
+
+
 def test_window_starts_cover_every_token():
   assert tokenization.window_starts(10, 14, 7) == [0]
   assert tokenization.window_starts(14, 14, 7) == [0]

@@ -182,6 +182,17 @@ def test_processes_started_with_different_flags_are_refused(task, tmp_path):
     assert_one_line_error(proc, "task 1", "--n_gpus", "(2 there, 1 on the chief)")
 
 
+def test_processes_that_differ_in_a_flag_of_the_loss_are_refused(task, tmp_path):
+  """Every flag that changes the model or the loss is compared (common_flags' MODEL and UPDATE
+  flags), not only the parallel ones: here --class_weights, which weighs the chief's share of
+  the loss otherwise than the other's."""
+  commands = _commands(task, tmp_path / "out", _hosts(), "--do_train")
+  commands[1].append("--class_weights=balanced")
+  for proc in run_processes(commands, timeout=200):
+    assert_one_line_error(proc, "task 1", "different --class_weights than the chief")
+  assert not glob.glob(str(tmp_path / "out" / "model.ckpt-*"))
+
+
 def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
   lone_hosts = _hosts()
   inter_hosts = [_hosts(), _hosts()]

@@ -99,6 +99,15 @@ def test_write_pairs_counts_truncations(tokenizer, tmp_path, caplog):
     n = rewrite_data.write_pairs(path, pairs, tokenizer, 10, 3, "train")
   assert n == 3 and os.path.exists(path)
   assert "1 sources truncated to 4 tokens, 1 targets truncated to 3 tokens" in caplog.text
+  # 2 of the 8 source tokens and 6 of the 11 target tokens are cut: both above 10%, warned.
+  warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert [w.split(" (")[0] for w in warnings] == [
+      "train sources: 2 of 8 tokens", "train targets: 6 of 11 tokens"], warnings
+  assert "raise --max_seq_length" in warnings[0] and "--max_target_length=3" in warnings[1]
+  caplog.clear()
+  with caplog.at_level("INFO"):
+    rewrite_data.write_pairs(path, pairs[2:], tokenizer, 10, 3, "dev")
+  assert "dev sources" not in caplog.text and "dev targets" not in caplog.text
 
 
 def test_detokenize():

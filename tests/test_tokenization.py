@@ -295,6 +295,24 @@ def test_load_vocab_strips_and_last_duplicate_wins(tmp_path):
   assert list(vocab) == ["[UNK]", "a", "b"]
 
 
+def test_a_vocabulary_of_the_wrong_size_names_its_repeated_lines(tmp_path):
+  """A vocabulary of vocab_size lines, one of them repeated, has one entry too few: the message
+  names the repeating line and the line it repeats."""
+  path = tmp_path / "vocab.txt"
+  path.write_text("[PAD]\n[UNK]\nfoo\nbar\nfoo\n", encoding="utf-8")
+  vocab = tokenization.load_vocab(str(path))
+  with pytest.raises(InputError) as info:
+    tokenization.require_vocab_size(str(path), vocab, 5, "config.json")
+  assert str(info.value) == (
+      "%s has 4 entries (5 lines; line 5 repeats line 3, 'foo') but vocab_size=5 in "
+      "config.json: the vocabulary must be the one the model was trained with" % path)
+  tokenization.require_vocab_size(str(path), vocab, 4, "config.json")  # As stock: last wins.
+  path.write_text("[PAD]\n[UNK]\nfoo\n", encoding="utf-8")
+  with pytest.raises(InputError) as info:
+    tokenization.require_vocab_size(str(path), tokenization.load_vocab(str(path)), 5, "c")
+  assert "has 3 entries but vocab_size=5 in c" in str(info.value)
+
+
 def test_load_vocab_missing_file(tmp_path):
   path = str(tmp_path / "nope" / "vocab.txt")
   with pytest.raises(InputError) as info:
