@@ -300,3 +300,28 @@ def test_the_warm_up_is_a_tenth_of_the_run_unless_given(tiny):
   assert long_warmup.returncode == 0, long_warmup.stderr[-2000:]
   assert ("--num_warmup_steps=8 > --num_train_steps=2: the learning rate never reaches "
           "--learning_rate=0.001 (it peaks at 0.00025 at the last step)") in long_warmup.stderr
+
+
+def test_two_processes_hold_the_same_weights_while_only_the_chief_reads_the_checkpoint(tiny):
+  """The chief reads --init_checkpoint and tells the other process which heads are new; both
+  hold the restored weights still for the head-first updates and end with the same weights."""
+  from script_runner import free_ports, run_processes, script_command  # pylint: disable=g-import-not-at-top
+  root, out = tiny["root"], tiny["root"] / "two_processes"
+  hosts = ",".join("localhost:%d" % p for p in free_ports(2))
+  commands = [script_command(
+      "run_pretraining_mgpu.py", "--input_file=%s" % (root / "d.tfrecord"),
+      "--output_dir=%s" % out, "--bert_config_file=%s" % (root / "bert_config.json"),
+      "--vocab_file=%s" % (root / "vocab.txt"), "--init_checkpoint=%s" % tiny["encoder"],
+      "--do_train", "--train_batch_size=4", "--num_train_steps=5", "--num_warmup_steps=1",
+      "--head_first_steps=3", "--learning_rate=1e-3", "--save_checkpoints_steps=3",
+      "--worker_hosts=%s" % hosts, "--task_index=%d" % i, "--reduction=allreduce")
+      for i in range(2)]
+  results = run_processes(commands, timeout=300)
+  for result in results:
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "stays frozen for updates 1-3" in result.stderr
+    assert "Weights identical in all 2 processes at the end of training" in result.stderr
+  start = _values(tiny["encoder"])
+  at_3, at_5 = _values(str(out / "model.ckpt-3")), _values(str(out / "model.ckpt-5"))
+  assert all(np.array_equal(at_3[n], start[n]) for n in start)
+  assert not all(np.array_equal(at_5[n], start[n]) for n in start)
