@@ -18,7 +18,8 @@
 #   electra: the README's records, --objective=electra.
 # Knobs, checked before any work:
 #   SEEDS ("1 2 3"): fine-tuning seeds.  BUDGETS ("200 400"): pretraining steps.
-#   TASK_SEED (1) and TOPIC_SET (default | alternate): which task benchmarks/rare_terms.py builds.
+#   TASK_SEED (1), TOPIC_SET (default | alternate) and TERM_SENTENCES (30: sentences of the
+#   domain text naming each term): which task benchmarks/rare_terms.py builds.
 #   PRETRAIN_LR (1e-4), PRETRAIN_FLAGS (""): more run_pretraining_mgpu.py flags for every arm
 #   (e.g. "--head_first_steps=0"; they name the runs' folder, so runs under other flags are
 #   kept apart). FINETUNE_EPOCHS (5), FINETUNE_LR (5e-5).
@@ -31,6 +32,7 @@ SEEDS="${SEEDS:-1 2 3}"
 BUDGETS="${BUDGETS:-200 400}"
 TASK_SEED="${TASK_SEED:-1}"
 TOPIC_SET="${TOPIC_SET:-default}"
+TERM_SENTENCES="${TERM_SENTENCES:-30}"
 PRETRAIN_LR="${PRETRAIN_LR:-1e-4}"
 PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
 FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-5}"
@@ -45,7 +47,9 @@ logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failu
 }
 is_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
 is_positive() { python -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$1" 2> /dev/null; }
-for seed in $SEEDS $TASK_SEED; do is_int "$seed" || fail "SEEDS and TASK_SEED take positive integers, got '$seed'"; done
+for seed in $SEEDS $TASK_SEED $TERM_SENTENCES; do
+  is_int "$seed" || fail "SEEDS, TASK_SEED and TERM_SENTENCES take positive integers, got '$seed'"
+done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
@@ -62,13 +66,14 @@ if [[ " $ARMS " == *" macbert "* ]] && [ "${TABLE_ONLY:-0}" != 1 ]; then
 fi
 export CUDA_VISIBLE_DEVICES=
 TASK="$WORK/task_${TOPIC_SET}_seed$TASK_SEED"
+[ "$TERM_SENTENCES" = 30 ] || TASK="${TASK}_terms$TERM_SENTENCES"
 # Runs under other pretraining flags or learning rates go to other folders.
 VARIANT="lr${PRETRAIN_LR}$(echo "$PRETRAIN_FLAGS" | tr -d ' -' | tr '=' '_')"
 RECIPE="finetune_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 BERT="$WORK/minilm_tf"
 
 table() {  # every finished fine-tuning run, by arm and budget
-  echo "== rare-term task ($TOPIC_SET topics, task seed $TASK_SEED): accuracy on term rows / control rows ($RECIPE; pretraining $VARIANT, 2 x $BATCH)"
+  echo "== rare-term task ($TOPIC_SET topics, task seed $TASK_SEED, $TERM_SENTENCES sentences per term): accuracy on term rows / control rows ($RECIPE; pretraining $VARIANT, 2 x $BATCH)"
   printf '| %-8s | %-6s | %-42s | %-9s | %-9s | %-11s |\n' arm steps "term / control per seed" "term mean" "control" "term spread"
   printf '| --- | --- | --- | --- | --- | --- |\n'
   for name in plain $(for steps in $BUDGETS; do for arm in $ARMS; do echo "$arm/steps$steps"; done; done); do
@@ -106,7 +111,7 @@ fi
 # 2. The task, and the domain text's records as the README makes them.
 if [ ! -f "$TASK/task.json" ]; then
   python benchmarks/rare_terms.py build --output_dir="$TASK" --vocab_file="$BERT/vocab.txt" \
-    --seed="$TASK_SEED" --topic_set="$TOPIC_SET"
+    --seed="$TASK_SEED" --topic_set="$TOPIC_SET" --term_sentences="$TERM_SENTENCES"
 fi
 if [ ! -f "$TASK/records/train-0.tfrecord" ]; then
   mkdir -p "$TASK/records"
