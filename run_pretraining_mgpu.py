@@ -317,7 +317,8 @@ def main(_):
     fmt = record_format(train_files, "input_file")
     bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
     check_vocab_matches(bert_config, train_files)
-    training.train(objective.tower_fn_builder(fmt["has_nsp"], is_training=True),
+    training.train(objective.tower_fn_builder(fmt["has_nsp"] and objective.uses_nsp,
+                                              is_training=True),
                    pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(
                        setup, FLAGS.num_train_steps, warmup_steps(),

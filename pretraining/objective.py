@@ -1,7 +1,7 @@
 """The pretraining objective: everything run_pretraining_mgpu.py asks of one (base class Objective).
 
 The masked LM (mlm.MaskedLmObjective) and ELECTRA (electra.ElectraObjective) implement it; a new
-objective subclasses Objective, fills in the three members without a default and is trained,
+objective subclasses Objective, fills in the four members without a default and is trained,
 evaluated, predicted and exported by run_pretraining_mgpu.py like those two
 (docs/pretraining.md, "Writing a new objective").
 """
@@ -13,10 +13,11 @@ class Objective(object):
   The script builds one objective from its flags (with the model's modeling.BertConfig) and then
   uses only the members below, in this order: run_identity() when it checks --output_dir's
   run_info.json; init_companions() and tower_fn_builder(has_nsp, True) for training.train;
-  export_scopes and export_writes() for export/ (checkpoints.export_model); check_trained()
-  after training when diagnose_after_training; for --do_eval / --do_predict
-  tower_fn_builder(has_nsp, False) for inference.run_inference, example_count() for the log,
-  evaluation_metrics() for eval_results.txt and prediction_lines() for predict.txt.
+  export_scopes and export_writes() for export/ (checkpoints.export_model); when
+  diagnose_after_training, tower_fn_builder(False, False) and evaluation_metrics() on the first
+  diagnostic_examples training examples, handed to check_trained(); for --do_eval and
+  --do_predict, tower_fn_builder(has_nsp, False) for inference.run_inference, example_count()
+  for the log, evaluation_metrics() for eval_results.txt and prediction_lines() for predict.txt.
 
   The features a tower gets (pretraining/records.py, the same for every record layout, dynamic
   records masked on the fly): input_ids, input_mask, segment_ids int32 [rows, L];
@@ -39,13 +40,13 @@ class Objective(object):
   what an --init_checkpoint lacks (a new head) starts from its initializer, learning first
   while the restored weights wait (--head_first_steps, engine/head_first.py). On pipeline
   stages modeling.BertModel names its parts to the stage placer; whatever the tower builds
-  around it (heads, losses) runs on the last stage. Nothing here knows how many towers,
-  processes or stages there are.
+  around it (heads, losses) runs on the last stage. An objective never learns how many towers,
+  processes or stages there are: global_batch gives it the counts of the whole batch.
   """
 
   name = None
   # Whether the objective trains next-sentence prediction when the records have its labels; when
-  # False, tower_fn_builder is still handed has_nsp and ignores it.
+  # False, tower_fn_builder always gets has_nsp=False.
   uses_nsp = False
   # Whether run_pretraining_mgpu.py scores the trained model on the first diagnostic_examples
   # training examples (evaluation_metrics) and hands the metrics to check_trained.
@@ -73,7 +74,8 @@ class Objective(object):
 
     Args:
       has_nsp: bool, the records have next_sentence_labels and the objective uses_nsp (and, for
-        inference, the checkpoint has a next-sentence head).
+        inference, the checkpoint has a next-sentence head); False for the check after
+        training.
       is_training: bool, dropout on and a loss to minimise; else dropout off and outputs.
 
     Returns:
