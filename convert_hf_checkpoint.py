@@ -20,7 +20,8 @@ generator_config.json hold the generator. Its embedding_size must equal hidden_s
   python convert_hf_checkpoint.py --hf_model_dir=electra-base-discriminator \
     --hf_generator_dir=electra-base-generator --output_dir=electra_tf
 
-The conversion itself is serving/huggingface.py's hf_to_bert.
+The conversion itself is serving/huggingface.py's hf_to_stock (serving/hf_bert.py,
+serving/hf_electra.py).
 """
 
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
@@ -50,7 +51,7 @@ def main(_):
   if not FLAGS.hf_model_dir or not FLAGS.output_dir:
     raise cli.InputError("--hf_model_dir and --output_dir are required")
   cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
-  huggingface.hf_to_bert(FLAGS.hf_model_dir, FLAGS.output_dir, FLAGS.hf_generator_dir)
+  huggingface.hf_to_stock(FLAGS.hf_model_dir, FLAGS.output_dir, FLAGS.hf_generator_dir)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ models, their shapes checked against the configs first:
 
 each with config.json (model_type electra, embedding_size = the discriminator's hidden_size),
 model.safetensors and the tokenizer files (tokenizer_class ElectraTokenizer). The conversion
-itself is serving/huggingface.py's checkpoint_to_hf.
+itself is serving/huggingface.py's stock_to_hf (serving/hf_bert.py, serving/hf_electra.py).
 
   python convert_to_hf.py --checkpoint=domain_electra/export/bert_model.ckpt \
     --bert_config_file=domain_electra/export/bert_config.json \
@@ -84,9 +84,9 @@ def main(_):
   if not FLAGS.checkpoint:
     raise cli.InputError("--checkpoint is required")
   cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
-  huggingface.checkpoint_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
-                               FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,
-                               FLAGS.labels_file, FLAGS.output_dir, FLAGS.generator_config_file)
+  huggingface.stock_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+                          FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,
+                          FLAGS.labels_file, FLAGS.output_dir, FLAGS.generator_config_file)
 
 
 if __name__ == "__main__":

@@ -255,7 +255,7 @@ def load_model(setup, fmt, will_train=False):
 
   Returns:
     (bert_config, tokenizer or None, masking.MaskingConfig or None, the --objective's
-    mlm.MaskedLmObjective or electra.ElectraObjective).
+    objective.Objective: mlm.MaskedLmObjective or electra.ElectraObjective).
   """
   needs_vocab = fmt["dynamic"] or FLAGS.do_predict
   if needs_vocab and not (FLAGS.vocab_file or FLAGS.spm_model_file):
@@ -288,16 +288,16 @@ def load_model(setup, fmt, will_train=False):
 
 def check_trained(setup, objective, files, fmt, masking_config):
   """Scores the trained model on the first examples of `files` (at most
-  electra.DIAGNOSTIC_EXAMPLES) and hands the metrics to objective.check_trained, which warns
-  (in the log and in export/) when ELECTRA's discriminator sits at the prior."""
+  objective.diagnostic_examples) and hands the metrics to objective.check_trained, which warns
+  (in the log and in export/) when, e.g., ELECTRA's discriminator sits at the prior."""
   checkpoint = checkpoints.latest_checkpoint(setup.output_dir)
   outputs = inference.run_inference(
       objective.tower_fn_builder(False, is_training=False),
       pretraining_records.input_fn_builder(files, fmt, False, masking_config,
-                                           electra.DIAGNOSTIC_EXAMPLES),
+                                           objective.diagnostic_examples),
       checkpoint, setup.inference_parallel(), FLAGS.eval_batch_size)
   source = "the first %d training examples (step %d)" % (
-      len(outputs["input_mask"]), checkpoints.checkpoint_step(checkpoint))
+      objective.example_count(outputs), checkpoints.checkpoint_step(checkpoint))
   objective.check_trained(objective.evaluation_metrics(outputs), setup.output_dir, source)
 
 
@@ -317,7 +317,8 @@ def main(_):
     fmt = record_format(train_files, "input_file")
     bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
     check_vocab_matches(bert_config, train_files)
-    training.train(objective.tower_fn_builder(fmt["has_nsp"], is_training=True),
+    training.train(objective.tower_fn_builder(fmt["has_nsp"] and objective.uses_nsp,
+                                              is_training=True),
                    pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
                    common_flags.train_spec(
                        setup, FLAGS.num_train_steps, warmup_steps(),
@@ -345,7 +346,7 @@ def main(_):
         pretraining_records.input_fn_builder(eval_files, fmt, False, masking_config,
                                              max_examples),
         checkpoint, setup.inference_parallel(), FLAGS.eval_batch_size)
-    logging.info("Ran %s on %d examples of --%s", checkpoint, len(outputs["masked_lm_ids"]),
+    logging.info("Ran %s on %d examples of --%s", checkpoint, objective.example_count(outputs),
                  eval_flag)
     if FLAGS.do_eval:
       results = objective.evaluation_metrics(outputs)

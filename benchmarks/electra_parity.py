@@ -5,7 +5,7 @@ embeddings) with optimization.create_train_op_from_grads (BERT's AdamWeightDecay
 clipping to a true global norm of 1.0: optimization.global_norm). The transformers side is an
 ElectraForMaskedLM (the generator) and an ElectraForPreTraining (the discriminator) whose
 embeddings are one module (and whose generator_lm_head.weight is the shared word table, as in
-ELECTRA), loaded with the same weights through serving/huggingface.py's electra_name_to_hf,
+ELECTRA), loaded with the same weights through serving/hf_electra.py's stock_name_to_hf,
 trained with hf_finetune.bert_optimizer and torch's clip_grad_norm_(1.0) on loss = generator loss
 + --disc_weight x discriminator loss.
 
@@ -169,7 +169,7 @@ def hf_models(args, config, initial):
   import transformers  # pylint: disable=g-import-not-at-top
   from transformers.activations import ACT2FN  # pylint: disable=g-import-not-at-top
   from pretraining import electra_model  # pylint: disable=g-import-not-at-top
-  from serving import huggingface  # pylint: disable=g-import-not-at-top
+  from serving import hf_electra  # pylint: disable=g-import-not-at-top
   transformers.logging.set_verbosity_error()
   gen_config = electra_model.generator_config(config, args.generator_hidden_ratio)
 
@@ -191,7 +191,7 @@ def hf_models(args, config, initial):
       pair.discriminator.electra.embeddings.word_embeddings.weight)
   if not args.keep_hf_generator_gelu:
     pair.generator.generator_predictions.activation = ACT2FN["gelu_new"]
-  mapping = {name: huggingface.electra_name_to_hf(name) for name in initial}
+  mapping = {name: hf_electra.stock_name_to_hf(name) for name in initial}
   loaded = set()
   with torch.no_grad():
     for name, value in initial.items():

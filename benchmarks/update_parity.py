@@ -166,7 +166,7 @@ def main(argv=None):
       _fail("--model_dir=%s: no %s (expected a Hugging Face BERT directory)" % (hf_dir, name))
   batches = fixed_batches(args, os.path.join(hf_dir, "vocab.txt"))  # before the conversion
   with tempfile.TemporaryDirectory() as ours_dir:
-    huggingface.hf_to_bert(hf_dir, ours_dir)
+    huggingface.hf_to_stock(hf_dir, ours_dir)
     with open(os.path.join(ours_dir, "bert_config.json")) as f:
       hidden = json.load(f)["hidden_size"]
     init = classifier_init(len(hf_finetune.TASKS[args.task].labels), hidden)

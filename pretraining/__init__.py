@@ -1,6 +1,7 @@
 """Pretraining: objectives and their data, behind run_pretraining_mgpu.py and create_pretraining_data.py.
 
-Objectives (peers with one interface: tower_fn_builder, evaluation_metrics, prediction_lines):
+Objectives (each implements `objective.py`'s Objective, the contract run_pretraining_mgpu.py uses):
+- `objective.py`: the base class whose docstring is that contract, with its defaults.
 - `mlm.py`: BERT's masked LM (+ next-sentence prediction).
 - `electra.py` with `electra_model.py`: ELECTRA's replaced-token detection.
 

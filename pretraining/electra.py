@@ -1,8 +1,9 @@
 """run_pretraining_mgpu.py --objective=electra: the tower function, eval metrics and predict.txt.
 
-The model is electra_model.Electra. This module gives it the interface of the trainer's other
-objective (the masked LM of run_pretraining_mgpu.py): a tower_fn for training.train and
-inference.run_inference, the eval_results.txt metrics, and the predict.txt lines.
+The model is electra_model.Electra. ElectraObjective implements pretraining/objective.py's
+Objective, as the masked LM (mlm.MaskedLmObjective) does: a tower_fn for training.train and
+inference.run_inference, the eval_results.txt metrics, the predict.txt lines, and beyond the
+defaults the generator restored from beside --init_checkpoint and exported to export/generator/.
 
 It also says when the discriminator sits at the prior: it has learned only how often a token is
 replaced (its loss is the binary entropy of the replaced share, it catches no replaced token),
@@ -25,6 +26,7 @@ from engine import training
 from heads import pretraining as pretraining_model
 from pretraining import electra_model
 from pretraining import mlm
+from pretraining import objective
 import modeling
 
 GENERATOR_EXPORT_DIR = os.path.join(checkpoints.EXPORT_DIR, "generator")
@@ -42,11 +44,12 @@ DEAD_SPREAD = 0.001
 DIAGNOSTIC_EXAMPLES = 256  # how many training examples the check after training scores
 
 
-class ElectraObjective(object):
+class ElectraObjective(objective.Objective):
   """Replaced-token detection with a generator of `hidden_ratio` of the width."""
 
   name = "electra"
   diagnose_after_training = True  # run_pretraining_mgpu.py then calls check_trained
+  diagnostic_examples = DIAGNOSTIC_EXAMPLES
   uses_nsp = False  # ELECTRA has no next-sentence task; records' NSP labels are ignored.
   # export/bert_model.ckpt: the discriminator, stock bert/ names (the classifier fine-tunes it
   # and ignores the rest), with its replaced-token head (convert_to_hf.py writes both as
@@ -68,7 +71,7 @@ class ElectraObjective(object):
       sample_fn: None (sample from the generator), or callable(log_probs [N, V]) -> int32 [N]
         used in training and inference (e.g. electra_model.most_likely_tokens in tests).
     """
-    self.bert_config = bert_config
+    super(ElectraObjective, self).__init__(bert_config)
     self.generator_config = generator_config or electra_model.generator_config(
         bert_config, hidden_ratio)
     self.disc_weight = float(disc_weight)
@@ -137,8 +140,7 @@ class ElectraObjective(object):
 
     return tower_fn
 
-  @staticmethod
-  def init_companions(init_checkpoint):
+  def init_companions(self, init_checkpoint):
     """((generator checkpoint, "generator/"),) when init_checkpoint has a generator beside it
     (companion_generator), else ()."""
     found = companion_generator(init_checkpoint)
@@ -264,7 +266,7 @@ def training_metrics(model, features):
 def companion_generator(init_checkpoint):
   """The generator saved beside a discriminator checkpoint, or None.
 
-  ELECTRA's export/ (ElectraObjective.export) and convert_hf_checkpoint.py with
+  ELECTRA's export/ (ElectraObjective.export_writes) and convert_hf_checkpoint.py with
   --hf_generator_dir (a google/electra-* pair) both put it in generator/ next to
   bert_model.ckpt: generator.ckpt (generator/..., with the shared bert/embeddings/) and
   generator_config.json.

@@ -1,11 +1,8 @@
 """run_pretraining_mgpu.py --objective=mlm: BERT's masked LM (+ next-sentence prediction).
 
-The peer of pretraining/electra.py: both give the trainer one objective object with the same
-interface -- `tower_fn_builder(has_nsp, is_training)` for training.train and
-inference.run_inference, `evaluation_metrics(outputs)` for eval_results.txt (both score their
-masked LM with heads.pretraining.masked_lm_metrics), `prediction_lines(outputs, inv_vocab)` for
-predict.txt, `run_identity()` for run_info.json and `export_writes(output_dir)` for what
-export/ needs beyond the model weights.
+MaskedLmObjective implements pretraining/objective.py's Objective (the contract
+run_pretraining_mgpu.py relies on), as electra.ElectraObjective does; both score their masked
+LM with heads.pretraining.masked_lm_metrics.
 """
 
 import numpy as np
@@ -14,6 +11,7 @@ import tensorflow.compat.v1 as tf
 from engine import training
 from heads import pretraining as pretraining_model
 import modeling
+from pretraining import objective
 
 
 def tower_fn_builder(bert_config, has_nsp, is_training):
@@ -141,38 +139,22 @@ def prediction_lines(outputs, inv_vocab):
     yield " ".join(items)
 
 
-class MaskedLmObjective(object):
-  """BERT's masked LM (+ NSP): the tower_fn, metrics and predict.txt lines of this module."""
+class MaskedLmObjective(objective.Objective):
+  """BERT's masked LM (+ NSP): the tower_fn, metrics and predict.txt lines of this module.
+
+  --init_checkpoint restores every part of the masked LM it has; export/ holds the stock bert/
+  and cls/ names, nothing more (the Objective defaults).
+  """
 
   name = "mlm"
   uses_nsp = True  # When the records have next_sentence_labels.
-  diagnose_after_training = False  # no check_trained
   export_scopes = ("bert/", "cls/")  # what export/bert_model.ckpt holds
-
-  def __init__(self, bert_config):
-    self.bert_config = bert_config
-
-  def run_identity(self):
-    return {"objective": self.name}
 
   def tower_fn_builder(self, has_nsp, is_training):
     return tower_fn_builder(self.bert_config, has_nsp, is_training)
 
-  @staticmethod
-  def init_companions(init_checkpoint):
-    """None: --init_checkpoint restores every part of the masked LM it has."""
-    del init_checkpoint
-    return ()
-
-  def export_writes(self, output_dir):
-    """Nothing beyond export/ (checkpoints.export_model): the heads are the stock cls/."""
-    del output_dir
-    return []
-
-  @staticmethod
-  def evaluation_metrics(outputs):
+  def evaluation_metrics(self, outputs):
     return evaluation_metrics(outputs)
 
-  @staticmethod
-  def prediction_lines(outputs, inv_vocab):
+  def prediction_lines(self, outputs, inv_vocab):
     return prediction_lines(outputs, inv_vocab)

@@ -70,7 +70,7 @@ FAST_TESTS = {
                        "test_graph_tokenizer_gives_full_tokenizer_ids",
                        "test_graph_detokenizer_gives_rewrite_text",
                        "test_pair_budgets_closed_form_equals_the_stock_loop"],
-    "test_convert_to_hf.py": ["test_hf_to_ours_to_hf_gives_the_same_tensors_bit_for_bit"],
+    "test_convert_to_hf.py": ["test_hf_to_stock_to_hf_gives_the_same_tensors_bit_for_bit"],
     "test_electra_parity.py": "*",
     "test_electra_pipeline.py": ["test_two_stages_update_like_the_unsplit_electra"],
     "test_electra_prior.py": ["test_the_prior_loss_is_the_binary_entropy",

@@ -20,6 +20,7 @@ from classifier import model as classifier_model
 from core.errors import InputError
 from heads import pretraining as pretraining_model
 import modeling
+from serving import hf_bert
 from serving import huggingface
 import tokenization
 from script_runner import ENGLISH_VOCAB, assert_one_line_error, run_script, \
@@ -78,7 +79,7 @@ def _write_hf_model(model_dir, tensors, config):
     json.dump(config, f)
 
 
-def test_hf_to_ours_to_hf_gives_the_same_tensors_bit_for_bit(tmp_path):
+def test_hf_to_stock_to_hf_gives_the_same_tensors_bit_for_bit(tmp_path):
   vocab_size = 30522
   tensors = _hf_bert_model_tensors(np.random.default_rng(0), vocab_size)
   config = {"vocab_size": vocab_size, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
@@ -132,7 +133,7 @@ def converted(tmp_path_factory):
   root = tmp_path_factory.mktemp("converted")
   tensors = _hf_bert_model_tensors(np.random.default_rng(0), 30522)
   _write_hf_model(str(root / "hf"), tensors, _GOOD_CONFIG)
-  huggingface.hf_to_bert(str(root / "hf"), str(root / "ours"))
+  huggingface.hf_to_stock(str(root / "hf"), str(root / "ours"))
   return tensors, str(root / "ours")
 
 
@@ -145,7 +146,7 @@ def test_a_config_field_that_contradicts_the_tensors_is_refused_both_ways(conver
   bad = dict(_GOOD_CONFIG, **{field: value})
   _write_hf_model(str(tmp_path / "hf_bad"), tensors, bad)
   with pytest.raises(InputError, match=r"model.safetensors.*%s.*config.json" % re.escape(fragment)):
-    huggingface.hf_to_bert(str(tmp_path / "hf_bad"), str(tmp_path / "ours_bad"))
+    huggingface.hf_to_stock(str(tmp_path / "hf_bad"), str(tmp_path / "ours_bad"))
   assert not os.path.exists(str(tmp_path / "ours_bad"))
   bad_config = str(tmp_path / "bad_config.json")
   with open(bad_config, "w") as f:
@@ -159,8 +160,8 @@ def test_a_config_field_that_contradicts_the_tensors_is_refused_both_ways(conver
       f.writelines(lines)
   with pytest.raises(InputError, match=r"--checkpoint=.*%s.*--bert_config_file=" %
                      re.escape(fragment)):
-    huggingface.bert_to_hf(os.path.join(ours, "bert_model.ckpt"), bad_config, vocab, True, None,
-                           str(tmp_path / "back"))
+    hf_bert.stock_to_hf(os.path.join(ours, "bert_model.ckpt"), bad_config, vocab, True, None,
+                        str(tmp_path / "back"))
   assert not os.path.exists(str(tmp_path / "back"))
 
 
@@ -509,7 +510,7 @@ def hf_electra(tmp_path_factory):
   return str(root / "disc"), str(root / "gen"), disc, gen
 
 
-def test_hf_electra_to_ours_to_hf_gives_the_same_tensors_bit_for_bit(hf_electra, tmp_path):
+def test_hf_electra_to_stock_to_hf_gives_the_same_tensors_bit_for_bit(hf_electra, tmp_path):
   disc_dir, gen_dir, disc, gen = hf_electra
   ours, back = str(tmp_path / "ours"), str(tmp_path / "back")
   proc = run_script("convert_hf_checkpoint.py", "--hf_model_dir=" + disc_dir,
@@ -635,7 +636,7 @@ def electra_run(tmp_path_factory):
   return checkpoint, config_file, hf_dir, inputs, values
 
 
-def test_our_electra_to_hf_and_back_gives_the_same_variables_bit_for_bit(electra_run, tmp_path):
+def test_stock_electra_to_hf_and_back_gives_the_same_variables_bit_for_bit(electra_run, tmp_path):
   checkpoint, _, hf_dir, _, _ = electra_run
   with open(os.path.join(hf_dir, "discriminator", "config.json")) as f:
     assert json.load(f)["architectures"] == ["ElectraForPreTraining"]
@@ -749,11 +750,11 @@ def test_the_config_and_vocabulary_come_from_the_run_and_must_be_its_own(tmp_pat
   # Labels: the run's, in its order; a labels file of another order is refused.
   from engine import run_info  # pylint: disable=g-import-not-at-top
   run_info.record(str(tmp_path / "run"), "labels", ["neg", "pos"])
-  assert huggingface.read_labels(None, 2, str(tmp_path / "run")) == ["neg", "pos"]
+  assert hf_bert.read_labels(None, 2, str(tmp_path / "run")) == ["neg", "pos"]
   swapped = tmp_path / "labels.txt"
   swapped.write_text("pos\nneg\n")
   with pytest.raises(InputError, match=r"holds the labels \['pos', 'neg'\] but the run"):
-    huggingface.read_labels(str(swapped), 2, str(tmp_path / "run"))
+    hf_bert.read_labels(str(swapped), 2, str(tmp_path / "run"))
   # export/ of a run: the files beside the checkpoint, checked against the run above it.
   export = os.path.join(str(tmp_path / "run"), "export")
   os.makedirs(export)
