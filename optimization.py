@@ -14,12 +14,15 @@ Layer-wise learning-rate decay (`layerwise_lr_decay=D` < 1, ELECTRA's fine-tunin
 transformer layers, `encoder/layer_k/` (k = 0..L-1) is updated at lr * D^(L-k), the embeddings
 at lr * D^(L+1), everything else (the pooler, task heads) at lr; see `layerwise_lr_factors`.
 
-Holding variables still (`hold=Hold(names, until_step)`): the named variables (e.g. an encoder
-restored from a checkpoint, while a new head learns on top of it) do not move during the first
-`until_step` updates: their gradients are zeroed before clipping (so the global norm is the new
-part's, and their Adam moments stay zero) and their learning rate is 0. From update
-until_step + 1 on they train, their rate warming up linearly over `num_warmup_steps` updates
-as a new run's would (their Adam moments start from zero then). See `hold_factor`.
+Holding variables still (`hold=Hold(names, until_step)`, head first): the named variables (e.g. an
+encoder restored from a checkpoint, while a new head learns on top of it) do not move during the
+first `until_step` = H updates: their gradients are zeroed before clipping (so the global norm is
+the new part's, and their Adam moments stay zero) and their learning rate is 0. The schedule has
+two phases then (`learning_rate_schedule(..., restart_at=H)`): the new part warms up over
+min(H, num_warmup_steps) updates and stays at the peak until update H; from update H + 1 on
+everything trains under the stock schedule restarted, warm-up over num_warmup_steps then linear
+decay to 0 at num_train_steps, so the restored weights get a whole warm-up and decay (their
+Adam moments start from zero then, as a new run's do).
 """
 
 import collections
@@ -33,25 +36,43 @@ from tensorflow.python.ops import gen_training_ops  # pylint: disable=g-direct-t
 CLIP_NORM = 1.0
 
 
-def learning_rate_at(step, learning_rate, num_train_steps, num_warmup_steps):
+def learning_rate_at(step, learning_rate, num_train_steps, num_warmup_steps, restart_at=0):
   """learning_rate_schedule's value at `step`, in Python (for messages)."""
+  if restart_at and step < restart_at:
+    head_warmup = min(num_warmup_steps or 0, restart_at)
+    return learning_rate * min(1.0, step / float(head_warmup)) if head_warmup else learning_rate
+  if restart_at:
+    return learning_rate_at(step - restart_at, learning_rate, num_train_steps - restart_at,
+                            num_warmup_steps)
   if num_warmup_steps and step < num_warmup_steps:
     return learning_rate * step / float(num_warmup_steps)
   return learning_rate * (1.0 - min(step, max(1, num_train_steps)) / float(max(1, num_train_steps)))
 
 
-def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps):
+def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps, restart_at=0):
   """Linear warm-up from 0 to `init_lr` over `num_warmup_steps`, then linear decay to 0.
+
+  With restart_at = H > 0 (head first, see Hold): two phases. Updates 1..H warm up over
+  min(H, num_warmup_steps) and then stay at init_lr; from update H + 1 the schedule above starts
+  again at 0, over the num_train_steps - H updates left.
 
   Args:
     init_lr: peak learning rate (Python float).
     global_step: int64 scalar Variable, the number of updates applied so far.
     num_train_steps: step at which the rate reaches 0.
     num_warmup_steps: steps of linear warm-up (0 or None for none).
+    restart_at: H, the step at which the schedule starts again (0: one phase, stock).
 
   Returns:
     float32 scalar Tensor, the learning rate for the update at `global_step`.
   """
+  if restart_at:
+    step = tf.cast(global_step, tf.float32)
+    head_warmup = min(num_warmup_steps or 0, restart_at)
+    first = init_lr * tf.minimum(1.0, step / float(head_warmup)) if head_warmup else init_lr
+    second = learning_rate_schedule(init_lr, tf.maximum(global_step - restart_at, 0),
+                                    num_train_steps - restart_at, num_warmup_steps)
+    return tf.where(step < float(restart_at), first, second)
   learning_rate = tf.constant(value=init_lr, shape=[], dtype=tf.float32)
   learning_rate = tf.train.polynomial_decay(
       learning_rate, global_step, max(1, num_train_steps), end_learning_rate=0.0, power=1.0,
@@ -157,29 +178,14 @@ class Hold(collections.namedtuple("Hold", ["names", "until_step"])):
   """Variables (by stock name) that stay still for the first `until_step` updates."""
 
 
-def hold_factor(global_step, until_step, num_warmup_steps):
-  """The learning-rate factor of held variables at `global_step` (updates applied so far).
-
-  0 for the first until_step updates (global_step < until_step), then (global_step -
-  until_step + 1) / num_warmup_steps up to 1: update until_step + k runs at k / warm-up of the
-  schedule's rate.
-
-  Returns:
-    float32 scalar Tensor in [0, 1].
-  """
-  step = tf.cast(global_step, tf.float32)
-  ramp = (step - float(until_step) + 1.0) / float(max(1, num_warmup_steps))
-  return tf.clip_by_value(ramp, 0.0, 1.0)
-
-
-def _hold_still(replica_grads_and_vars, hold, global_step, num_warmup_steps, lr_factors):
+def _hold_still(replica_grads_and_vars, hold, global_step, lr_factors):
   """Zeroes the held variables' gradients while they are held; adds their rate factors.
 
   Args:
     replica_grads_and_vars: list (one per replica) of lists of (gradient or None, Variable),
       aligned with replica 0's, whose variables carry the stock names.
     hold: Hold.
-    global_step, num_warmup_steps: as in create_replicated_train_op.
+    global_step: as in create_replicated_train_op.
     lr_factors: None or dict variable name -> float factor (layer-wise decay).
 
   Returns:
@@ -188,7 +194,6 @@ def _hold_still(replica_grads_and_vars, hold, global_step, num_warmup_steps, lr_
   names = set(hold.names)
   held = [v.op.name in names for _, v in replica_grads_and_vars[0]]
   moving = tf.cast(global_step >= hold.until_step, tf.float32)  # 0.0 while held
-  factor = hold_factor(global_step, hold.until_step, num_warmup_steps)
   factors = dict(lr_factors or {})
   gated = []
   for grads_and_vars in replica_grads_and_vars:
@@ -201,7 +206,7 @@ def _hold_still(replica_grads_and_vars, hold, global_step, num_warmup_steps, lr_
                                     grad.indices, grad.dense_shape)
           else:
             grad = grad * tf.cast(moving, grad.dtype)
-        factors[var.op.name] = factor * factors.get(var.op.name, 1.0)
+        factors[var.op.name] = moving * factors.get(var.op.name, 1.0)
       replica.append((grad, var))
     gated.append(replica)
   return gated, factors
@@ -223,7 +228,8 @@ def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_war
     loss_scale: optional DynamicLossScale (the gradients are already unscaled).
     layerwise_lr_decay: D < 1 scales each variable's learning rate by its
       layerwise_lr_factors (1.0: one rate for all, stock).
-    hold: optional Hold: variables that stay still for its first until_step updates.
+    hold: optional Hold: variables that stay still for its first until_step updates; the
+      schedule restarts after them (learning_rate_schedule's restart_at).
 
   Returns:
     (train_op, learning_rate): the op applying one update and incrementing global_step (its
@@ -257,16 +263,18 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
   """
   if global_step is None:
     global_step = tf.train.get_or_create_global_step()
-  learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps)
+  restart_at = hold.until_step if hold is not None else 0
+  learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps,
+                                         restart_at)
   lr_factors = None
   if layerwise_lr_decay != 1.0:
     lr_factors = layerwise_lr_factors(
         [v.op.name for grads_and_vars in replica_grads_and_vars for _, v in grads_and_vars],
         layerwise_lr_decay)
     _log_layer_factors(lr_factors, layerwise_lr_decay)
-  if hold is not None and hold.until_step > 0:
+  if restart_at:
     replica_grads_and_vars, lr_factors = _hold_still(replica_grads_and_vars, hold, global_step,
-                                                     num_warmup_steps, lr_factors)
+                                                     lr_factors)
   opt = make_optimizer(optimizer, learning_rate, lr_factors)
 
   clipped, norms = [], []

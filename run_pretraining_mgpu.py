@@ -123,8 +123,9 @@ flags.DEFINE_integer(
     "head_first_steps", -1,
     "Updates during which the weights that --init_checkpoint restores stay frozen while what it "
     "lacks (the MLM head of a converted encoder; ELECTRA's generator and replaced-token head) "
-    "learns; then everything trains, the restored weights' learning rate warming up over "
-    "--num_warmup_steps. -1 (default): a quarter of --num_train_steps when the checkpoint lacks "
+    "learns; then everything trains, the learning-rate schedule started again (warm-up over "
+    "--num_warmup_steps, decay to 0 at --num_train_steps). -1 (default): a tenth of "
+    "--num_train_steps when the checkpoint lacks "
     "something, else 0 (a checkpoint with its heads, such as Google's, trains as stock). "
     "0: train everything from the first update.")
 

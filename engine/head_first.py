@@ -7,8 +7,9 @@ replaced-token head are new to any BERT. Trained together from the first update,
 sends noise through its gradients into good features (feature distortion: Kumar et al. 2022,
 "Fine-Tuning can Distort Pretrained Features", whose fix, linear probing then fine-tuning, this
 is). So a run with such a checkpoint first trains only what the checkpoint lacks, with
-everything it restored held still; then everything trains, the restored weights' learning rate
-warming up from zero as a new run's would (optimization.Hold, hold_factor).
+everything it restored held still; then everything trains under the learning-rate schedule
+started again (a whole warm-up and decay), as a run from a checkpoint with its heads would
+(optimization.Hold, learning_rate_schedule's restart_at).
 
 This module owns that plan: which parts of the model are new (the heads of
 checkpoints.FRESH_PARTS that --init_checkpoint and its companion checkpoints hold nothing of;
@@ -35,7 +36,7 @@ import optimization
 RUN_INFO_KEY = "head_first"
 # The default share of num_train_steps given to the new variables alone (measured: see
 # docs/pretraining.md, "New heads learn before they teach").
-DEFAULT_SHARE = 0.25
+DEFAULT_SHARE = 0.1
 # The report averages the metrics over the last share of the head-first updates.
 _REPORT_SHARE = 0.25
 
@@ -106,9 +107,9 @@ def plan(spec, variables, parts):
     return None
   logging.info("Head first (%s): what --init_checkpoint restores, %s, stays frozen for "
                "updates 1-%d while what it lacks, %s, learns. From update %d on everything "
-               "trains; the restored weights' learning rate warms up over %d updates", how,
-               _scopes(held), steps, _scopes(new, scopes), steps + 1,
-               max(1, spec.num_warmup_steps))
+               "trains, the learning-rate schedule started again (%d warm-up updates, then "
+               "decay to 0 at step %d)", how, _scopes(held), steps, _scopes(new, scopes),
+               steps + 1, spec.num_warmup_steps or 0, spec.num_train_steps)
   if steps >= spec.num_train_steps:
     logging.warning("head first: %d >= num_train_steps=%d, so the restored weights stay frozen "
                     "for the whole run (only the new variables train)", steps,

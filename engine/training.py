@@ -406,8 +406,8 @@ def _note_schedule(spec, start_step, hold):
                     old_head_steps, "are frozen until step %d" % head_steps
                     if start_step < head_steps else "train from here on")
   if start_step and old and old != schedule:
-    before = optimization.learning_rate_at(start_step, **old)
-    now = optimization.learning_rate_at(start_step, **schedule)
+    before = optimization.learning_rate_at(start_step, restart_at=old_head_steps, **old)
+    now = optimization.learning_rate_at(start_step, restart_at=head_steps, **schedule)
     logging.warning(
         "Resuming at step %d under another learning-rate schedule: %d steps (%d warm-up) at "
         "peak %g before, %d steps (%d warm-up) at peak %g now, so the rate at step %d jumps "

@@ -123,12 +123,18 @@ def test_without_new_parts_the_update_is_the_plain_one():
       np.testing.assert_array_equal(x, y)
 
 
-def test_hold_factor_ramps_after_the_phase():
+def test_the_schedule_starts_again_after_the_phase():
+  """H = 10, warm-up 4, 30 steps: the head warms up over 4 and holds the peak until 10; then the
+  stock schedule over the 20 steps left (warm-up 4, decay to 0 at 30)."""
+  steps = (0, 2, 4, 9, 10, 12, 14, 22, 30)
   with tf.Graph().as_default(), tf.Session() as sess:
     step = tf.placeholder(tf.int64, [])
-    factor = optimization.hold_factor(step, 10, 4)
-    got = [sess.run(factor, {step: s}) for s in (0, 9, 10, 11, 13, 20)]
-  np.testing.assert_allclose(got, [0, 0, 0.25, 0.5, 1, 1])
+    rate = optimization.learning_rate_schedule(1.0, step, 30, 4, restart_at=10)
+    got = [sess.run(rate, {step: s}) for s in steps]
+  expected = [0, 0.5, 1, 1, 0, 0.5, 1 - 4 / 20., 1 - 12 / 20., 0]
+  np.testing.assert_allclose(got, expected, atol=1e-6)
+  np.testing.assert_allclose([optimization.learning_rate_at(s, 1.0, 30, 4, restart_at=10)
+                              for s in steps], expected, atol=1e-6)
 
 
 def test_default_length_is_a_share_of_the_run():
