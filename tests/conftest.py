@@ -101,3 +101,10 @@ def pytest_collection_modifyitems(config, items):
     name = item.originalname if hasattr(item, "originalname") else item.name
     if chosen == "*" or (chosen and any(name.startswith(prefix) for prefix in chosen)):
       item.add_marker(pytest.mark.fast)
+
+
+def pytest_sessionfinish(session, exitstatus):
+  """Ends the script host that forked the session's script runs (tests/script_runner.py)."""
+  del session, exitstatus
+  import script_runner  # pylint: disable=g-import-not-at-top
+  script_runner.close_host()

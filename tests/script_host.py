@@ -25,6 +25,7 @@ import json
 import os
 import runpy
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -72,14 +73,20 @@ class HostedProcess(object):
       self._conn.close()
     return self.returncode
 
+  def send_signal(self, signum):
+    if self.returncode is None:
+      os.kill(self.pid, signum)
+
   def kill(self):
     """SIGKILL to the run's process group (it is the leader of its own session)."""
     if self.returncode is None:
       os.killpg(self.pid, signal.SIGKILL)
 
-  def communicate(self, timeout=None):
+  def communicate(self, input=None, timeout=None):  # pylint: disable=redefined-builtin
     """Reads stdout and stderr to the end and waits for the exit; (stdout, stderr) as text.
-    Past `timeout` seconds the run is killed and subprocess.TimeoutExpired raised."""
+    Past `timeout` seconds the run is killed and subprocess.TimeoutExpired raised. (The run's
+    stdin is given to ScriptHost.start: `input` must be None.)"""
+    assert input is None, "give the run's stdin to ScriptHost.start"
     texts = {}
     readers = [threading.Thread(target=lambda n=n, f=f: texts.update({n: f.read()}), daemon=True)
                for n, f in (("out", self.stdout), ("err", self.stderr)) if f]
@@ -103,38 +110,62 @@ class ScriptHost(object):
   def __init__(self, scripts, env, timeout=120):
     self._dir = tempfile.mkdtemp(prefix="script-host-")
     self._socket = os.path.join(self._dir, "socket")
-    self._proc = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), self._socket] + list(scripts),
-        cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    self._log = os.path.join(self._dir, "host.log")  # What importing TensorFlow prints.
+    with open(self._log, "w") as log:
+      self._proc = subprocess.Popen(
+          [sys.executable, os.path.abspath(__file__), self._socket] + list(scripts),
+          cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+          text=True)
     self._timeout = timeout
     self._ready = False
+    self._lock = threading.Lock()
     self.scripts = set(scripts)
+    self.env = dict(env)
 
   def _wait_until_ready(self):
     """The host imports for a few seconds after it starts; its first run waits for that."""
-    if not self._ready:
-      ready = select.select([self._proc.stdout], [], [], self._timeout)[0]
-      if not ready or self._proc.stdout.readline().strip() != "ready":
-        raise RuntimeError("the script host did not start within %d s" % self._timeout)
-      self._ready = True
+    with self._lock:
+      if not self._ready:
+        ready = select.select([self._proc.stdout], [], [], self._timeout)[0]
+        if not ready or self._proc.stdout.readline().strip() != "ready":
+          with open(self._log) as log:
+            raise RuntimeError("the script host did not start within %d s:\n%s" %
+                               (self._timeout, log.read()[-3000:]))
+        self._ready = True
 
-  def start(self, script, args, cwd=REPO_ROOT, stdout=False, errors="replace"):
-    """Forks a run of `script` (a path relative to the repo root) with `args`; a HostedProcess
-    whose .stderr (and .stdout if asked, else /dev/null) are text pipes."""
+  def start(self, script, args, cwd=REPO_ROOT, stdin=None, stdout=False, errors="replace"):
+    """Forks a run of `script` (a path relative to the repo root) with `args`, in this host's
+    environment.
+
+    Args:
+      script, args: as in `python script args...`.
+      cwd: the run's working directory.
+      stdin: text for the run's standard input (written by a thread), or None for /dev/null.
+      stdout: whether to pipe the run's stdout (else /dev/null).
+      errors: how undecodable bytes of stdout and stderr are read.
+
+    Returns:
+      a HostedProcess whose .stderr (and .stdout if asked) are text pipes.
+    """
     assert script in self.scripts, script
     self._wait_until_ready()
+    devnull = lambda mode: (None, os.open(os.devnull, mode))
+    in_write, in_read = os.pipe()[::-1] if stdin is not None else devnull(os.O_RDONLY)
+    out_read, out_write = os.pipe() if stdout else devnull(os.O_WRONLY)
     err_read, err_write = os.pipe()
-    out_read, out_write = os.pipe() if stdout else (None, os.open(os.devnull, os.O_WRONLY))
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
       conn.connect(self._socket)
-      request = json.dumps({"script": script, "args": [str(a) for a in args], "cwd": cwd})
-      socket.send_fds(conn, [request.encode()], [out_write, err_write])
+      request = json.dumps({"script": script, "args": [str(a) for a in args], "cwd": str(cwd)})
+      socket.send_fds(conn, [request.encode()], [in_read, out_write, err_write])
     finally:
-      os.close(err_write)
-      os.close(out_write)
+      for fd in (in_read, out_write, err_write):
+        os.close(fd)
+    if stdin is not None:
+      threading.Thread(target=_write_and_close, args=(in_write, stdin), daemon=True).start()
     text = lambda fd: os.fdopen(fd, "r", encoding="utf-8", errors=errors) if fd else None
-    return HostedProcess([script] + list(args), conn, text(err_read), text(out_read))
+    return HostedProcess([script] + [str(a) for a in args], conn, text(err_read),
+                         text(out_read))
 
   def close(self):
     """Ends the host (its runs still going are not touched) and removes its socket."""
@@ -146,9 +177,15 @@ class ScriptHost(object):
         self._proc.kill()
         self._proc.wait()
     self._proc.stdout.close()
-    if os.path.exists(self._socket):
-      os.remove(self._socket)
-    os.rmdir(self._dir)
+    shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _write_and_close(fd, text):
+  with os.fdopen(fd, "w", encoding="utf-8") as f:
+    try:
+      f.write(text)
+    except BrokenPipeError:  # The run ended without reading it all, as a process may.
+      pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +219,7 @@ def _serve(listener):
       return None
     if listener in readable:
       conn, _ = listener.accept()
-      message, fds, _, _ = socket.recv_fds(conn, 1 << 16, 2)
+      message, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
       sys.stdout.flush()
       sys.stderr.flush()
       pid = os.fork()
@@ -210,12 +247,10 @@ def _serve(listener):
 def _become(request, fds):
   """In the forked child: the process `python <script> <args>` would be, then runs it."""
   os.setsid()
-  stdin = os.open(os.devnull, os.O_RDONLY)
-  os.dup2(stdin, 0)
-  os.dup2(fds[0], 1)
-  os.dup2(fds[1], 2)
-  for fd in [stdin] + list(fds):
-    os.close(fd)
+  for target, fd in enumerate(fds):  # stdin, stdout, stderr
+    if fd != target:
+      os.dup2(fd, target)
+      os.close(fd)
   os.chdir(request["cwd"])
   script = os.path.join(REPO_ROOT, request["script"])
   sys.argv = [script] + request["args"]
@@ -265,7 +300,7 @@ def _exit(status):
 
 
 def main():
-  listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+  listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
   listener.bind(sys.argv[1])
   listener.listen(16)
   sys.path[0] = REPO_ROOT
