@@ -133,13 +133,16 @@ class ScriptHost(object):
                                (self._timeout, log.read()[-3000:]))
         self._ready = True
 
-  def start(self, script, args, cwd=REPO_ROOT, stdin=None, stdout=False, errors="replace"):
-    """Forks a run of `script` (a path relative to the repo root) with `args`, in this host's
-    environment.
+  def start(self, script, args, cwd=REPO_ROOT, env=None, stdin=None, stdout=False,
+            errors="replace"):
+    """Forks a run of `script` (a path relative to the repo root) with `args`.
 
     Args:
       script, args: as in `python script args...`.
       cwd: the run's working directory.
+      env: the run's environment (default: the host's). What TensorFlow read when the host
+        imported it stays the host's: callers give an env that differs from it only in
+        variables read later (script_runner: pytest's PYTEST_CURRENT_TEST).
       stdin: text for the run's standard input (written by a thread), or None for /dev/null.
       stdout: whether to pipe the run's stdout (else /dev/null).
       errors: how undecodable bytes of stdout and stderr are read.
@@ -156,7 +159,8 @@ class ScriptHost(object):
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
       conn.connect(self._socket)
-      request = json.dumps({"script": script, "args": [str(a) for a in args], "cwd": str(cwd)})
+      request = json.dumps({"script": script, "args": [str(a) for a in args], "cwd": str(cwd),
+                            "env": dict(self.env if env is None else env)})
       socket.send_fds(conn, [request.encode()], [in_read, out_write, err_write])
     finally:
       for fd in (in_read, out_write, err_write):
@@ -252,6 +256,8 @@ def _become(request, fds):
       os.dup2(fd, target)
       os.close(fd)
   os.chdir(request["cwd"])
+  os.environ.clear()
+  os.environ.update(request["env"])
   script = os.path.join(REPO_ROOT, request["script"])
   sys.argv = [script] + request["args"]
   sys.path[0] = os.path.dirname(script)
@@ -303,7 +309,6 @@ def main():
   listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
   listener.bind(sys.argv[1])
   listener.listen(16)
-  sys.path[0] = REPO_ROOT
   _preload(sys.argv[2:])
   print("ready", flush=True)
   job = _serve(listener)

@@ -32,13 +32,18 @@ def _env(updates=None):
 
 
 def _host_for(command, env):
-  """The script host and script if it can run argv `command` in `env`, else (None, None)."""
+  """The script host and script if it can run argv `command` in `env`, else (None, None).
+
+  The host's environment must be `env` but for PYTEST_CURRENT_TEST, which pytest changes for
+  every test (the run gets `env`, that variable too).
+  """
   script = os.path.relpath(command[1], REPO_ROOT) if len(command) > 1 else None
   if command[0] != sys.executable or script not in HOSTED_SCRIPTS:
     return None, None
   if not _HOST:
     _HOST.append(script_host.ScriptHost(HOSTED_SCRIPTS, env))
-  return (_HOST[0], script) if _HOST[0].env == env else (None, None)
+  same = lambda e: {k: v for k, v in e.items() if k != "PYTEST_CURRENT_TEST"}
+  return (_HOST[0], script) if same(_HOST[0].env) == same(env) else (None, None)
 
 
 def close_host():
@@ -53,7 +58,7 @@ def _start(command, env, stdin=""):
   to be written by communicate) or a script_host.HostedProcess."""
   host, script = _host_for(command, env)
   if host:
-    return host.start(script, command[2:], stdin=stdin, stdout=True, errors="strict")
+    return host.start(script, command[2:], env=env, stdin=stdin, stdout=True, errors="strict")
   return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
