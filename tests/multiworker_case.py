@@ -27,6 +27,7 @@ from engine import training
 import modeling
 from parallel import cluster as cluster_lib
 import tower_utils
+import variable_loading
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
@@ -114,14 +115,12 @@ def run(reduction, accum, cluster, init_values, stages=1, placement="intra_first
     init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
     # Every sess.run with a new set of fetches prepares (optimizes and partitions) the graph
     # anew, which costs more than the run itself here: the starting weights go in with one run
-    # (feeding each variable's initial value, as Variable.load does), every update fetches the
-    # same things (the gradients too, kept from update 1 only), and the weights and their
-    # checksums come out together.
-    loads = {savable[name].initializer.inputs[1]: value for name, value in init_values.items()}
+    # (variable_loading), every update fetches the same things (the gradients too, kept from
+    # update 1 only), and the weights and their checksums come out together.
     with tower_utils.new_session(parallel) as sess:
       sess.run(init)
       if cluster.is_chief:
-        sess.run([savable[name].initializer for name in init_values], loads)
+        variable_loading.load(sess, {savable[name]: value for name, value in init_values.items()})
       sess.run(graph.sync_op)
       out = {}
       for k in range(UPDATES):
