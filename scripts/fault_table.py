@@ -54,7 +54,7 @@ def main():
     results = fault_cases.run_cases(world, cases, os.path.join(root, "cases"), args.parallel,
                                     on_result=show)
   finally:
-    world.unmount_all()
+    world.close()
   totals = collections.Counter(r.outcome for r in results.values())
   print("\n%d cases in %.0f s: %s" % (len(results), time.time() - start, ", ".join(
       "%d %s" % (totals[c], c) for c in CLASSES if totals[c] or c in GOOD[:2])))

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Sets up the venv (as demo.sh does) and runs the whole test suite on CPU.
 #   bash scripts/test.sh                      # every test (what .ci/run runs)
-#   bash scripts/test.sh --fast               # the fast tier: every module, under 3 minutes
+#   bash scripts/test.sh --fast               # the fast tier: every module, under 90 s
 #   bash scripts/test.sh tests/test_towers.py  # only what you name (files, -k, ...)
+# The whole suite and the fast tier run in BERT_MGPU_TEST_WORKERS worker processes (default 2,
+# pytest-xdist), each test file whole in one worker, the longest files first
+# (tests/conftest.py); what you name runs in this process, unless you add -n 2 yourself.
 source "$(dirname "$0")/setup_env.sh"
 export CUDA_VISIBLE_DEVICES=""
+workers=(-n "${BERT_MGPU_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 if [ "${1:-}" = "--fast" ]; then
   shift
-  set -- -m fast tests "$@"
-elif [ "$#" -eq 0 ]; then
-  set -- tests
+  set -- "${workers[@]}" -m fast tests "$@"
+elif [ "$#" -eq 0 ] || [ "${1:0:1}" = "-" ]; then
+  set -- "${workers[@]}" tests "$@"
 fi
 python -m pytest -q -p no:cacheprovider "$@"

@@ -11,6 +11,9 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
+# As the scripts do: TensorFlow's pre-logging lines on import go to /dev/null (with test workers
+# they would reach the terminal).
+from engine import tf_env  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 tf.disable_v2_behavior()
@@ -90,15 +93,36 @@ FAST_TESTS = {
 }
 
 
+# The whole suite and the fast tier run in worker processes that each take whole files
+# (scripts/test.sh: pytest-xdist, --dist loadfile), handed out in collection order. The longest
+# files (measured with --durations, see docs/development.md) come first, so that no worker is
+# still busy with a long file at the end while the other waits.
+LONGEST_FIRST = ["test_faults.py", "test_recompute.py", "test_pipeline.py",
+                 "test_rewrite_script.py", "test_multiworker_scripts.py", "test_multiworker.py",
+                 "test_export.py", "test_run_pretraining.py", "test_electra_pipeline.py",
+                 "test_resume_checks.py", "test_long_text.py", "test_speed_features.py"]
+
+
 def pytest_configure(config):
   config.addinivalue_line("markers", "fast: the fast tier (bash scripts/test.sh --fast)")
 
 
 def pytest_collection_modifyitems(config, items):
-  """Marks the tests of FAST_TESTS with `fast`."""
+  """Marks the tests of FAST_TESTS with `fast`; puts the files of LONGEST_FIRST first."""
   del config
+  rank = lambda item: (LONGEST_FIRST.index(os.path.basename(str(item.fspath)))
+                       if os.path.basename(str(item.fspath)) in LONGEST_FIRST
+                       else len(LONGEST_FIRST))
+  items.sort(key=rank)  # Stable: the files' own order stays.
   for item in items:
     chosen = FAST_TESTS.get(os.path.basename(str(item.fspath)))
     name = item.originalname if hasattr(item, "originalname") else item.name
     if chosen == "*" or (chosen and any(name.startswith(prefix) for prefix in chosen)):
       item.add_marker(pytest.mark.fast)
+
+
+def pytest_sessionfinish(session, exitstatus):
+  """Ends the script host that forked the session's script runs (tests/script_runner.py)."""
+  del session, exitstatus
+  import script_runner  # pylint: disable=g-import-not-at-top
+  script_runner.close_host()

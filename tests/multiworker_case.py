@@ -27,6 +27,7 @@ from engine import training
 import modeling
 from parallel import cluster as cluster_lib
 import tower_utils
+import variable_loading
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
@@ -112,22 +113,25 @@ def run(reduction, accum, cluster, init_values, stages=1, placement="intra_first
     grads = {"grad/" + v.op.name: tf.convert_to_tensor(g) for g, v in graph.grads_and_vars
              if g is not None}
     init = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
+    # Every sess.run with a new set of fetches prepares (optimizes and partitions) the graph
+    # anew, which costs more than the run itself here: the starting weights go in with one run
+    # (variable_loading), every update fetches the same things (the gradients too, kept from
+    # update 1 only), and the weights and their checksums come out together.
     with tower_utils.new_session(parallel) as sess:
       sess.run(init)
       if cluster.is_chief:
-        for name, value in init_values.items():
-          savable[name].load(value, sess)
+        variable_loading.load(sess, {savable[name]: value for name, value in init_values.items()})
       sess.run(graph.sync_op)
       out = {}
       for k in range(UPDATES):
-        fetches = {"step": graph.train_op}
-        if k == 0:
-          fetches.update(grads)
-        results, loss, _ = training.run_update(sess, graph, accum, fetches)
+        results, loss, _ = training.run_update(sess, graph, accum,
+                                               dict(grads, step=graph.train_op))
         out["loss_%d" % k] = np.float32(loss)
-        out.update({n: v for n, v in results.items() if n.startswith("grad/")})
-      out.update(sess.run(savable))
-      out["checksums"] = np.array(sess.run(graph.strategy.consistency_check()))
+        if k == 0:
+          out.update({n: v for n, v in results.items() if n.startswith("grad/")})
+      weights, checksums = sess.run((savable, graph.strategy.consistency_check()))
+      out.update(weights)
+      out["checksums"] = np.array(checksums)
     out["devices"] = np.array(graph.strategy.tower_stages)
     out["variable_devices"] = np.array(["%s=%s" % (v.op.name, v.device)
                                         for v in graph.strategy.replica_variables[0]])

@@ -7,6 +7,7 @@ import tensorflow.compat.v1 as tf
 
 import optimization
 import tower_utils
+import variable_loading
 
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
          "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
@@ -60,8 +61,8 @@ def one_update(tower_fn, n_towers, batch, start_values=None):
     trainable = {v.op.name: v for v in tf.trainable_variables()}
     with tf.Session(graph=graph, config=tower_utils.session_config(n_towers)) as sess:
       sess.run(tf.global_variables_initializer())
-      for name, value in (start_values or {}).items():
-        trainable[name].load(value, sess)
+      variable_loading.load(sess, {trainable[name]: value
+                                   for name, value in (start_values or {}).items()})
       before = sess.run(trainable)
       loss, _ = sess.run([towers.loss, train_op])
       after = sess.run(trainable)

@@ -31,7 +31,7 @@ def world(tmp_path_factory):
   try:
     yield world
   finally:
-    world.unmount_all()
+    world.close()
 
 
 @pytest.fixture(scope="module")

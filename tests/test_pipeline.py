@@ -21,6 +21,7 @@ from test_towers import classifier_tower_fn
 import tower_utils
 from test_run_pretraining import CONFIG as PRETRAINING_CONFIG
 from test_run_pretraining import _batch as pretraining_batch
+import variable_loading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
@@ -69,8 +70,7 @@ def _one_update(tower_fn, data, spec, start=None, loss_scale=None):
     sync = towers.strategy.post_init_op()
     with tower_utils.new_session(spec) as sess:
       sess.run(tf.global_variables_initializer())
-      for name, value in (start or {}).items():
-        savable[name].load(value, sess)
+      variable_loading.load(sess, {savable[name]: value for name, value in (start or {}).items()})
       sess.run(sync)
       before = sess.run(savable)
       loss, grad_values, _ = sess.run([towers.loss, grads, train_op])

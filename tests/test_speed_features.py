@@ -16,6 +16,7 @@ import optimization
 from parallel import collective
 import tower_utils
 from test_towers import CONFIG, _data, _tower_fn
+import variable_loading
 
 FLAGS = flags.FLAGS
 ROWS_PER_UPDATE = 6
@@ -55,8 +56,8 @@ def _run_two_updates(spec, n_devices, init_values=None):
     everything = {v.op.name: v for v in tf.global_variables()}
     with tf.Session(graph=graph, config=tower_utils.session_config(n_devices)) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
-      for name, value in (init_values or {}).items():
-        masters[name].load(value, sess)
+      variable_loading.load(sess, {masters[name]: value
+                                   for name, value in (init_values or {}).items()})
       sess.run(train_graph.sync_op)
       initial = sess.run(everything)
       for _ in range(2):
