@@ -147,6 +147,9 @@ def main(_):
   if needs_data_dir and (not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir)):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
   setup = run_setup.from_flags(trains=FLAGS.do_train)
+  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
+    setup.serve_chief_graph()
+    return
   common_flags.check_periodic_eval_flags()
   class_weights = weighting.parse(FLAGS.class_weights)
   doc_stride = check_long_text_flags()
@@ -258,6 +261,8 @@ def main(_):
                    make_input_fn(record_files["train"], is_training=True),
                    common_flags.train_spec(setup, num_train_steps, num_warmup_steps),
                    common_flags.periodic_eval(setup, evaluate))
+  if not setup.is_chief:  # The chief evaluates, predicts and exports.
+    return
 
   if FLAGS.do_eval or predicting:
     checkpoint = common_flags.eval_checkpoint(setup)

@@ -308,6 +308,9 @@ def main(_):
   if not FLAGS.input_file and (FLAGS.do_train or not FLAGS.eval_input_file):
     raise cli.InputError("--input_file is required")
   setup = run_setup.from_flags(trains=FLAGS.do_train)
+  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
+    setup.serve_chief_graph()
+    return
 
   if FLAGS.do_eval or FLAGS.do_predict:  # Checked before training, used after it.
     eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"
@@ -325,6 +328,8 @@ def main(_):
                        head_first_steps=None if FLAGS.head_first_steps == -1 else
                        FLAGS.head_first_steps,
                        init_companions=objective.init_companions(setup.init_checkpoint)))
+    if not setup.is_chief:  # The chief exports, evaluates and predicts.
+      return
     checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file,
                              scopes=objective.export_scopes,
                              extra_writes=objective.export_writes(setup.output_dir))

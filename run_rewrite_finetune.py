@@ -300,6 +300,8 @@ def pretrain_rewrite(pipeline, files):
       FLAGS.max_seq_length, FLAGS.max_target_length, targets_cut_by_design=True)
   num_examples = sum(1 for _ in tf.io.tf_record_iterator(record_file))
   pipeline.train(record_file, num_examples)
+  if not pipeline.setup.is_chief:  # The chief exports.
+    return
   checkpoints.export_model(pipeline.setup.output_dir, pipeline.bert_config, FLAGS.vocab_file,
                         FLAGS.spm_model_file)
 
@@ -317,6 +319,9 @@ def main(_):
                          "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
   cli.require_positive(FLAGS.beam_size, "beam_size")
   setup = run_setup.from_flags(trains=FLAGS.do_train or FLAGS.do_pretrain_rewrite)
+  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
+    setup.serve_chief_graph()
+    return
   common_flags.check_periodic_eval_flags()
   common_flags.check_best_metric(rewrite_metrics.EVAL_METRICS)
   pipeline = Pipeline(setup)
@@ -329,11 +334,15 @@ def main(_):
 
   if FLAGS.do_pretrain_rewrite:
     pretrain_rewrite(pipeline, inputs["corpus"][0])
+    if not setup.is_chief:
+      return
 
   if FLAGS.do_train:
     path, rows = inputs["train"]
     pipeline.train(pipeline.records("train", path, rows), len(rows), common_flags.periodic_eval(
         setup, lambda checkpoint: dev_scores(pipeline, checkpoint, *inputs["dev"])[0]))
+    if not setup.is_chief:
+      return
 
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
     checkpoint = common_flags.eval_checkpoint(setup)

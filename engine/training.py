@@ -28,7 +28,6 @@ share of step time spent waiting in each logging interval.
 import collections
 import os
 import signal
-import sys
 import time
 
 from absl import logging
@@ -131,10 +130,9 @@ def metric(numerator, denominator):
 
 
 def global_batch_size(spec):
-  """Rows per update: batch_size_per_tower * n_towers * processes * accumulation steps."""
-  parallel = spec.parallel
-  return (spec.batch_size_per_tower * parallel.n_towers * parallel.cluster.num_workers *
-          parallel.accum_steps)
+  """Rows per update of TrainSpec `spec`: batch_size_per_tower * towers * processes *
+  accumulation steps."""
+  return tower_utils.global_batch_size(spec.parallel, spec.batch_size_per_tower)
 
 
 def build_train_graph(tower_fn, features, spec, new_parts=0):
@@ -296,9 +294,9 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   In a multi-process run every process calls this with the same spec. They meet first and
   agree on the flags and model (tower_utils.join_processes), take the step of the chief's
   latest checkpoint, and read disjoint shards of the data; only the chief restores, writes
-  checkpoints and summaries, and the others receive its weights (strategy.post_init_op). A
-  process other than the chief exits (status 0) when training is done: evaluation, prediction
-  and export are the chief's.
+  checkpoints and summaries, and the others receive its weights (strategy.post_init_op). Every
+  process returns when training is done; evaluation, prediction and export are the chief's
+  (the run script's main returns in the others).
 
   Args:
     tower_fn: callable(features dict of Tensors [batch_size_per_tower, ...], GlobalBatch) ->
@@ -339,7 +337,7 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   parallel = spec.parallel
   logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
                "batch %d, steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
-               parallel.n_towers, parallel.cluster.num_workers, spec.batch_size_per_tower,
+               parallel.n_towers, parallel.cluster.num_processes, spec.batch_size_per_tower,
                parallel.accum_steps, global_batch_size(spec), start_step, spec.num_train_steps,
                spec.precision, "on" if spec.use_xla else "off", parallel.reduction,
                spec.optimizer)
@@ -388,7 +386,7 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
       writer.close()
     if periodic_eval:
       periodic_eval.close()
-  return _end_of_training(spec, result, chief)
+  return _end_of_training(spec, result)
 
 
 def _note_schedule(spec, start_step, hold):
@@ -442,27 +440,24 @@ def _must_agree(spec, periodic_eval=None):
   ])
 
 
-def _end_of_training(spec, result, chief=None):
-  """Returns `result` in the chief; ends any other process of a multi-process run."""
-  if chief is None:
-    chief = spec.parallel.cluster.is_chief
-  if chief:
-    return result
-  logging.info("Training done at step %d; the chief (%s) evaluates, predicts and exports",
-               result["global_step"], spec.parallel.cluster.describe(0))
-  sys.exit(0)
+def _end_of_training(spec, result):
+  """Returns `result`; a process other than the chief says that its part is done."""
+  if not spec.parallel.cluster.is_chief:
+    logging.info("Training done at step %d; the chief (%s) evaluates, predicts and exports",
+                 result["global_step"], spec.parallel.cluster.describe(0))
+  return result
 
 
 def _check_consistent(sess, consistency, parallel, when):
   """Raises RuntimeError unless every process holds the same weights (a multi-process check)."""
-  if parallel.cluster.num_workers == 1:
+  if parallel.cluster.num_processes == 1:
     return
   low, high = sess.run(consistency)
   if low != high:
     raise RuntimeError("at the %s of training the processes' weights differ (checksums %r to "
                        "%r)" % (when, low, high))
   logging.info("Weights identical in all %d processes at the %s of training (checksum %.17g)",
-               parallel.cluster.num_workers, when, low)
+               parallel.cluster.num_processes, when, low)
 
 
 class _EarlyStop(object):
@@ -487,7 +482,7 @@ class _EarlyStop(object):
   def __call__(self, sess, step, checkpoint):
     """Evaluates `checkpoint` of `step` (the chief); returns whether every process stops."""
     stop = self._strategy.is_chief and self._periodic_eval(step, checkpoint)
-    if self._strategy.cluster.num_workers == 1:
+    if self._strategy.cluster.num_processes == 1:
       return stop
     return sess.run(self._votes, {self._vote: float(stop)}) > 0
 
