@@ -128,11 +128,13 @@ def define_mode_flags():
 
 
 def define_training_flags(default_learning_rate=5e-5):
-  """Batch sizes, learning rate, checkpointing, logging and the tower count."""
+  """Batch sizes, learning rate, checkpointing, logging and the device count."""
   _define("integer", "n_gpus", 1,
-          "Number of towers (model replicas). Tower i runs on GPU i mod the number of GPUs in "
-          "CUDA_VISIBLE_DEVICES (on CPU-only machines, on virtual CPU device i). The global "
-          "batch per update is train_batch_size * n_gpus * grad_accum_steps.")
+          "Devices per process: device i is GPU i mod the number of GPUs in "
+          "CUDA_VISIBLE_DEVICES (on CPU-only machines, virtual CPU device i). Each device runs "
+          "one tower (model replica); with --pipeline_stages=K, K devices make one tower, so a "
+          "process runs n_gpus / K towers. The global batch per update is train_batch_size * "
+          "towers * processes * grad_accum_steps.")
   _define("integer", "train_batch_size", 32, "Training batch size per tower.")
   _define("integer", "eval_batch_size", 8, "Batch size for eval, per tower.")
   _define("integer", "predict_batch_size", 8, "Batch size for predict, per tower.")
@@ -201,10 +203,10 @@ def define_cluster_flags():
   """Multi-process training: which processes form the run (see parallel/cluster.py)."""
   _define("string", "worker_hosts", None,
           "Training on several machines: host:port of every process (one per machine, each "
-          "with --n_gpus towers), comma-separated, the same list everywhere; with "
+          "with --n_gpus devices), comma-separated, the same list everywhere; with "
           "--task_index. Without it, TF_CONFIG (Kubernetes/Kubeflow, Vertex AI) or Slurm's srun "
           "environment are used when set; with none of them the run is one process. The global "
-          "batch is train_batch_size * n_gpus * processes * grad_accum_steps.")
+          "batch is train_batch_size * towers * processes * grad_accum_steps.")
   _define("integer", "task_index", None,
           "With --worker_hosts: this process's position in the list. Task 0 is the chief: it "
           "restores and writes checkpoints, summaries, eval_results.txt, predict.txt and "
@@ -242,8 +244,8 @@ def define_speed_flags():
           enum_values=list(tower_utils.REDUCTIONS))
   _define("integer", "grad_accum_steps", 1,
           "Gradient accumulation: micro-batches per update. The effective batch per update is "
-          "train_batch_size * n_gpus * grad_accum_steps, with one gradient reduction per update; "
-          "global_step counts updates.")
+          "train_batch_size * towers * processes * grad_accum_steps, with one gradient "
+          "reduction per update; global_step counts updates.")
   _define("enum", "optimizer", "adamw",
           "adamw = BERT's Adam with decoupled weight decay; lamb = LAMB (layer-wise trust "
           "ratio) for very large batches. Both use the stock slots adam_m/adam_v.",
