@@ -316,24 +316,52 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   checkpoint_lib.check_init_checkpoint(spec.init_checkpoint)
   checkpoint_lib.remove_partial_checkpoints(spec.output_dir)
   resume_from = checkpoint_lib.latest_checkpoint(spec.output_dir)
-  resume_step = checkpoint_lib.checkpoint_step(resume_from)
-  stopped = periodic_eval is not None and periodic_eval.patience_exhausted(resume_step)
-  # The chief's facts win: only it has the checkpoints and best_results.txt.
-  new_parts = 0
-  if spec.head_first_steps != 0 and spec.parallel.cluster.is_chief:
-    new_parts = head_first.new_parts(spec.init_checkpoint, spec.init_companions)
-  chiefs = tower_utils.join_processes(spec.parallel, _must_agree(spec, periodic_eval), {
-      "start_step": resume_step, "stopped_early": int(stopped),
-      "best_step": periodic_eval.best_step if stopped else 0, "new_parts": new_parts})
+  chiefs = _join(spec, periodic_eval, checkpoint_lib.checkpoint_step(resume_from))
+  start_step = chiefs["start_step"]
+  if _nothing_to_train(spec, chiefs):
+    return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
+  _log_plan(spec, start_step)
+  parallel = spec.parallel
+  graph = tf.Graph()
+  with graph.as_default():
+    run = _build_run(tower_fn, input_fn, spec, start_step, chiefs["new_parts"], periodic_eval)
+    graph.finalize()
+    chief = run.train_graph.strategy.is_chief
+    writer = tf.summary.FileWriter(spec.output_dir, graph) if chief else None
+    checkpoints = checkpoint_lib.Checkpoints(run.saver if chief else None, spec.output_dir,
+                                             run.finite, resume_from)
+    with tower_utils.new_session(parallel, spec.use_xla) as sess:
+      sess.run(run.init_op)
+      checkpoints.restore(sess)
+      with cluster.peer_faults(parallel):
+        sess.run(run.train_graph.sync_op)
+        _check_consistent(sess, run.consistency, parallel, "start")
+        result = _train_loop(sess, run.train_graph, spec, run.summary_op, checkpoints, writer,
+                             run.early_stop)
+        _check_consistent(sess, run.consistency, parallel, "end")
+    if writer:
+      writer.close()
+    if periodic_eval:
+      periodic_eval.close()
+  return _end_of_training(spec, result)
+
+
+def _nothing_to_train(spec, chiefs):
+  """Whether the chief's checkpoint is already at the last step or stopped early (logged)."""
   start_step = chiefs["start_step"]
   if start_step >= spec.num_train_steps:
     logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
                  spec.output_dir, start_step, spec.num_train_steps)
-    return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
+    return True
   if chiefs["stopped_early"]:
     logging.info("Training stopped early at step %d (no improvement since step %d); nothing "
                  "to train", start_step, chiefs["best_step"])
-    return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
+    return True
+  return False
+
+
+def _log_plan(spec, start_step):
+  """Logs the global batch and its factors, the steps to run and the speed options."""
   parallel = spec.parallel
   logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
                "batch %d, steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
@@ -342,51 +370,57 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
                spec.precision, "on" if spec.use_xla else "off", parallel.reduction,
                spec.optimizer)
 
-  graph = tf.Graph()
-  with graph.as_default():
-    tf.set_random_seed(spec.seed)
-    with tf.device(tower_utils.input_device(parallel)):
-      # A resumed run gets a new shuffle order rather than replaying the first batches.
-      dataset = input_fn(spec.batch_size_per_tower * parallel.n_towers, spec.seed + start_step,
-                         tower_utils.input_shard(parallel))
-      features = tf.data.make_one_shot_iterator(stamp_ready_time(dataset)).get_next()
-    train_graph = build_train_graph(tower_fn, features, spec, chiefs["new_parts"])
-    chief = train_graph.strategy.is_chief
-    if chief:
-      _note_schedule(spec, start_step, train_graph.hold)
-    if start_step == 0 and spec.init_checkpoint and chief:
-      checkpoint_lib.restore_from_init_checkpoint(
-          spec.init_checkpoint, train_graph.strategy.savable_variables(), spec.init_companions)
-    tf.summary.scalar("loss", train_graph.loss)
-    tf.summary.scalar("learning_rate", train_graph.learning_rate)
-    if train_graph.loss_scale is not None:
-      tf.summary.scalar("loss_scale", train_graph.loss_scale)
-    summary_op = tf.summary.merge_all()
-    with tf.device(tower_utils.input_device(parallel)):  # Files are the chief's.
-      saver = tf.train.Saver(train_graph.strategy.savable_variables(),
-                             max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
-    init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
-    consistency = train_graph.strategy.consistency_check()
-    finite = checkpoint_lib.all_finite(train_graph.strategy.savable_variables())
-    early_stop = _EarlyStop(periodic_eval, train_graph.strategy) if periodic_eval else None
-    graph.finalize()
 
-    writer = tf.summary.FileWriter(spec.output_dir, graph) if chief else None
-    checkpoints = checkpoint_lib.Checkpoints(saver if chief else None, spec.output_dir, finite, resume_from)
-    with tower_utils.new_session(parallel, spec.use_xla) as sess:
-      sess.run(init_op)
-      checkpoints.restore(sess)
-      with cluster.peer_faults(parallel):
-        sess.run(train_graph.sync_op)
-        _check_consistent(sess, consistency, parallel, "start")
-        result = _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer,
-                             early_stop)
-        _check_consistent(sess, consistency, parallel, "end")
-    if writer:
-      writer.close()
-    if periodic_eval:
-      periodic_eval.close()
-  return _end_of_training(spec, result)
+def _join(spec, periodic_eval, resume_step):
+  """Meets the other processes (tower_utils.join_processes); returns the chief's facts:
+  start_step, stopped_early, best_step and new_parts (the chief's win: only it has the
+  checkpoints and best_results.txt)."""
+  stopped = periodic_eval is not None and periodic_eval.patience_exhausted(resume_step)
+  new_parts = 0
+  if spec.head_first_steps != 0 and spec.parallel.cluster.is_chief:
+    new_parts = head_first.new_parts(spec.init_checkpoint, spec.init_companions)
+  return tower_utils.join_processes(spec.parallel, _must_agree(spec, periodic_eval), {
+      "start_step": resume_step, "stopped_early": int(stopped),
+      "best_step": periodic_eval.best_step if stopped else 0, "new_parts": new_parts})
+
+
+# What _build_run puts in the default graph for the loop: the TrainGraph, the merged summaries,
+# the Saver, the init op, the processes' weight checksums, the all-finite check of the saved
+# variables and the _EarlyStop (or None).
+_Run = collections.namedtuple("_Run", ["train_graph", "summary_op", "saver", "init_op",
+                                       "consistency", "finite", "early_stop"])
+
+
+def _build_run(tower_fn, input_fn, spec, start_step, new_parts, periodic_eval):
+  """Builds the input pipeline, the TrainGraph and what the loop runs with it (a _Run) in the
+  default graph; the chief records the schedule and, at step 0, restores init_checkpoint."""
+  parallel = spec.parallel
+  tf.set_random_seed(spec.seed)
+  with tf.device(tower_utils.input_device(parallel)):
+    # A resumed run gets a new shuffle order rather than replaying the first batches.
+    dataset = input_fn(spec.batch_size_per_tower * parallel.n_towers, spec.seed + start_step,
+                       tower_utils.input_shard(parallel))
+    features = tf.data.make_one_shot_iterator(stamp_ready_time(dataset)).get_next()
+  train_graph = build_train_graph(tower_fn, features, spec, new_parts)
+  strategy = train_graph.strategy
+  if strategy.is_chief:
+    _note_schedule(spec, start_step, train_graph.hold)
+  if start_step == 0 and spec.init_checkpoint and strategy.is_chief:
+    checkpoint_lib.restore_from_init_checkpoint(
+        spec.init_checkpoint, strategy.savable_variables(), spec.init_companions)
+  tf.summary.scalar("loss", train_graph.loss)
+  tf.summary.scalar("learning_rate", train_graph.learning_rate)
+  if train_graph.loss_scale is not None:
+    tf.summary.scalar("loss_scale", train_graph.loss_scale)
+  summary_op = tf.summary.merge_all()
+  with tf.device(tower_utils.input_device(parallel)):  # Files are the chief's.
+    saver = tf.train.Saver(strategy.savable_variables(),
+                           max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
+  return _Run(train_graph, summary_op, saver,
+              tf.group(tf.global_variables_initializer(), tf.local_variables_initializer()),
+              strategy.consistency_check(),
+              checkpoint_lib.all_finite(strategy.savable_variables()),
+              _EarlyStop(periodic_eval, strategy) if periodic_eval else None)
 
 
 def _note_schedule(spec, start_step, hold):
