@@ -464,6 +464,24 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   if not compute_gradients:
     return TowerResult(mean_loss, None, outputs, devices, strategy=strategy)
 
+  replica_grads_and_vars, accumulate_ops = _reduce_gradients(grads, devices, strategy, spec,
+                                                             loss_scale)
+  return TowerResult(mean_loss, replica_grads_and_vars[0], outputs, devices,
+                     replica_grads_and_vars, accumulate_ops, strategy)
+
+
+def _reduce_gradients(grads, devices, strategy, spec, loss_scale):
+  """The towers' gradients summed per device, accumulated over spec.accum_steps micro-batches
+  and reduced by the strategy, scaled to the gradient of the mean loss.
+
+  Args:
+    grads: per tower, its gradient list (in strategy.tower_variables order).
+    devices: per tower, its (first) device.
+    strategy, spec, loss_scale: as in build_towers.
+
+  Returns:
+    (per replica, its list of (gradient, variable); the accumulation ops (first, add), or None).
+  """
   device_variables = [strategy.replica_variables[strategy.replica_of_tower(devices.index(d))]
                       for d in strategy.devices]
   device_sums = [_local_sum([g for g, d in zip(grads, devices) if d == device], device)
@@ -476,10 +494,8 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   if loss_scale is not None:
     scale = scale / tf.cast(loss_scale, tf.float32)
   replica_grads = strategy.reduce(device_sums, scale)
-  replica_grads_and_vars = [list(zip(g, v))
-                            for g, v in zip(replica_grads, strategy.replica_variables)]
-  return TowerResult(mean_loss, replica_grads_and_vars[0], outputs, devices,
-                     replica_grads_and_vars, accumulate_ops, strategy)
+  return ([list(zip(g, v)) for g, v in zip(replica_grads, strategy.replica_variables)],
+          accumulate_ops)
 
 
 def _micro_batches(tower_fn, shard, global_batch, schedule, last_device):

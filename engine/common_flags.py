@@ -460,9 +460,7 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
       contradicts the checkpoint name, or a checkpoint of another shape.
   """
   # Imported here so that importing this module stays free of TensorFlow and the model layer.
-  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
   import modeling  # pylint: disable=g-import-not-at-top
-  import tokenization  # pylint: disable=g-import-not-at-top
 
   if not FLAGS.bert_config_file:
     raise cli.InputError("--bert_config_file is required" + _no_training_run(setup))
@@ -478,7 +476,14 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
   _check_checkpoints_fit(setup, bert_config)
   if not need_tokenizer:
     return bert_config, None, None
+  return (bert_config,) + _load_tokenizer(setup, bert_config, special_tokens)
 
+
+def _load_tokenizer(setup, bert_config, special_tokens):
+  """(tokenizer, digest) of --vocab_file or --spm_model_file, checked against the config, the
+  casing of the checkpoint's name and `special_tokens` (see load_config_and_tokenizer)."""
+  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+  import tokenization  # pylint: disable=g-import-not-at-top
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, setup.init_checkpoint)
   if FLAGS.spm_model_file:
     cli.require_file(FLAGS.spm_model_file, "spm_model_file")
@@ -499,7 +504,7 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
       ", ".join(special_tokens))
   digest = input_pipeline.cache_key(input_pipeline.file_digest(vocab_path), FLAGS.do_lower_case,
                                     bool(FLAGS.spm_model_file))
-  return bert_config, tokenizer, digest
+  return tokenizer, digest
 
 
 def _no_training_run(setup):

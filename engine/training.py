@@ -546,15 +546,8 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
   try:
     while step < spec.num_train_steps:
       log_now = (step + 1) % spec.log_every_n_steps == 0 or step + 1 == spec.num_train_steps
-      fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate,
-                 "grad_norm": train_graph.grad_norm}
-      if log_now:
-        fetches["summary"] = summary_op
-      if train_graph.loss_scale is not None:
-        fetches["loss_scale"] = train_graph.loss_scale
-      if train_graph.metrics:
-        fetches["metrics"] = train_graph.metrics
-      results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps, fetches)
+      results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps,
+                                         _update_fetches(train_graph, summary_op, log_now))
       if int(results["step"]) == step:
         skips = _log_skipped_step(step, results["loss_scale"], skips + 1, checkpoints, watch)
         logger.add_input_wait(waited)
@@ -585,15 +578,34 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
   else:
     _save_finite(sess, step, checkpoints, watch)
   if watch.onset is not None:
-    logging.warning(
-        "training ended at step %d with the loss (%g) outside its normal range since step %d "
-        "(the lowest smoothed loss was %g): the weights are finite but may be far from useful; "
-        "the checkpoints before step %d were saved in the normal range. If the results are "
-        "poor, rerun with a lower --learning_rate in a new --output_dir", step, loss_value,
-        watch.onset, watch.lowest_loss, watch.onset - 1)
+    _warn_out_of_range(step, loss_value, watch)
   if early_stop is not None:
     early_stop.final(step, checkpoints.latest)
   return {"global_step": step, "loss": float(loss_value)}
+
+
+def _update_fetches(train_graph, summary_op, log_now):
+  """What the applying run of an update fetches: the step, learning rate and gradient norm, the
+  loss scale and metrics when the graph has them, the summaries when the step is logged."""
+  fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate,
+             "grad_norm": train_graph.grad_norm}
+  if log_now:
+    fetches["summary"] = summary_op
+  if train_graph.loss_scale is not None:
+    fetches["loss_scale"] = train_graph.loss_scale
+  if train_graph.metrics:
+    fetches["metrics"] = train_graph.metrics
+  return fetches
+
+
+def _warn_out_of_range(step, loss_value, watch):
+  """The end of a run whose loss left its normal range (divergence.Watch) and stayed finite."""
+  logging.warning(
+      "training ended at step %d with the loss (%g) outside its normal range since step %d "
+      "(the lowest smoothed loss was %g): the weights are finite but may be far from useful; "
+      "the checkpoints before step %d were saved in the normal range. If the results are "
+      "poor, rerun with a lower --learning_rate in a new --output_dir", step, loss_value,
+      watch.onset, watch.lowest_loss, watch.onset - 1)
 
 
 def _save_finite(sess, step, checkpoints, watch):
