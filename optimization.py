@@ -171,7 +171,10 @@ def _log_layer_factors(factors, decay):
       "x%.4g (%s)" % (factor, name) for factor, name in sorted(by_factor.items())))
 
 
-OPTIMIZERS = ("adamw", "lamb")
+OPTIMIZERS = ("adamw", "lamb")  # --optimizer; both keep the slots of SLOT_SUFFIXES
+# The suffixes of a variable's Adam slots (`<var>/adam_m`, `<var>/adam_v`), as in Google's
+# checkpoints: what an export or a conversion leaves out to keep the model weights only.
+SLOT_SUFFIXES = ("/adam_m", "/adam_v")
 
 
 class Hold(collections.namedtuple("Hold", ["names", "until_step"])):
@@ -418,7 +421,7 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
             tf.get_variable(name=param_name + suffix, shape=param.shape.as_list(),
                             dtype=tf.float32, trainable=False,
                             initializer=tf.zeros_initializer())
-            for suffix in ("/adam_m", "/adam_v"))
+            for suffix in SLOT_SUFFIXES)
     return self._slot_cache[param_name]
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):

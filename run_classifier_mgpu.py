@@ -137,148 +137,214 @@ def write_predictions(setup, probabilities, label_list):
       common_flags.predict_output_flag())
 
 
-def main(_):
-  logging.set_verbosity(logging.INFO)
-  predicting = FLAGS.do_predict or bool(FLAGS.predict_file)
-  if not (FLAGS.do_train or FLAGS.do_eval or predicting or FLAGS.do_export):
+def predicting():
+  """Whether the run predicts: --do_predict, or --predict_file (which implies it)."""
+  return FLAGS.do_predict or bool(FLAGS.predict_file)
+
+
+def check_modes():
+  """At least one mode, and the --data_dir the modes that read it need (InputError)."""
+  if not (FLAGS.do_train or FLAGS.do_eval or predicting() or FLAGS.do_export):
     raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
                          "--predict_file) or --do_export must be set")
-  needs_data_dir = (FLAGS.do_train or FLAGS.do_eval or (predicting and not FLAGS.predict_file))
+  needs_data_dir = FLAGS.do_train or FLAGS.do_eval or (predicting() and not FLAGS.predict_file)
   if needs_data_dir and (not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir)):
     raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
-  setup = run_setup.from_flags(trains=FLAGS.do_train)
-  common_flags.check_periodic_eval_flags()
-  class_weights = weighting.parse(FLAGS.class_weights)
-  doc_stride = check_long_text_flags()
-  sliding = FLAGS.long_text == "sliding"
-  bert_config, tokenizer, tokenizer_digest = common_flags.load_config_and_tokenizer(setup)
-  processor = get_processor(setup.output_dir)
 
-  def features_file(split, examples, source_file, label_list):
+
+class Task(object):
+  """What the phases of a classification run share, read and checked before any training.
+
+  Attributes: setup (run_setup.RunSetup), bert_config, tokenizer, tokenizer_digest, processor,
+  label_list, class_weights (None or a list, one weight per label), doc_stride, sliding
+  (--long_text=sliding), input_layout, and per split ("train", "dev", "predict"): examples,
+  record_files, rows (examples, or windows with --long_text=sliding) and, with sliding
+  windows, doc_index (each window's document).
+  """
+
+  def __init__(self, setup):
+    """Checks the task's flags and loads the model config and tokenizer (InputError)."""
+    self.setup = setup
+    common_flags.check_periodic_eval_flags()
+    self.class_weights = weighting.parse(FLAGS.class_weights)
+    self.doc_stride = check_long_text_flags()
+    self.sliding = FLAGS.long_text == "sliding"
+    self.bert_config, self.tokenizer, self.tokenizer_digest = (
+        common_flags.load_config_and_tokenizer(setup))
+    self.processor = get_processor(setup.output_dir)
+    self.label_list, self.input_layout = None, None
+    self.examples, self.record_files, self.doc_index, self.rows = {}, {}, {}, {}
+
+  def source(self, split):
+    """The file a split ("train", "dev", "test") was read from, for cache keys and messages."""
+    return self.processor.path(FLAGS.data_dir, split)
+
+  def read_examples(self):
+    """Reads the labels and the examples of every split the run's modes need."""
+    if FLAGS.do_train:
+      self.examples["train"] = self.processor.get_train_examples(FLAGS.data_dir)
+    self.label_list = self.processor.get_labels()
+    if FLAGS.do_eval or FLAGS.eval_every_n_steps:
+      common_flags.check_best_metric(classifier_metrics.metric_names(self.label_list))
+      self.examples["dev"] = self.processor.get_dev_examples(FLAGS.data_dir)
+    classifier_data.check_classes(self.examples, self.label_list, self.source)
+    if FLAGS.do_train:
+      self.class_weights = weighting.resolve(self.class_weights, self.label_list,
+                                             [e.label for e in self.examples["train"]])
+    if FLAGS.predict_file:
+      self.examples["predict"] = predict_input.read(
+          FLAGS.predict_file, FLAGS.predict_format, self.processor.read_test_file,
+          classifier_data.text_example)
+    elif predicting():
+      self.examples["predict"] = self.processor.get_test_examples(FLAGS.data_dir)
+
+  def check_layout(self):
+    """Finds whether the examples are single texts or pairs; InputError when the model or the
+    export cannot read them."""
+    self.input_layout = classifier_data.input_layout(
+        self.examples, lambda split: (FLAGS.predict_file or self.source("test"))
+        if split == "predict" else self.source(split))
+    pairs = self.input_layout == classifier_data.TEXT_PAIRS
+    if pairs and self.sliding and FLAGS.do_export:
+      raise cli.InputError("--do_export with --long_text=sliding exports single-text tasks "
+                           "only; these examples are text pairs: predict them with "
+                           "--predict_file, or export a run with --long_text=truncate")
+    if pairs and self.bert_config.type_vocab_size < 2:
+      raise cli.InputError(
+          "the examples are text pairs (segment ids 0 and 1) but type_vocab_size=%d in %s: the "
+          "model has no embedding for the second text's segment; use a config with "
+          "type_vocab_size >= 2, or single texts" % (self.bert_config.type_vocab_size,
+                                                     FLAGS.bert_config_file))
+
+  def run_identity(self):
+    """What run_info.json records of this run (common_flags.run_identity)."""
+    return common_flags.run_identity(
+        self.bert_config, self.tokenizer_digest,
+        input_flags=("task_name", "truncation", "long_text", "doc_stride", "window_pooling"),
+        task=FLAGS.task_name.lower(), labels=list(self.label_list),
+        input_layout=self.input_layout)
+
+  def write_records(self):
+    """Converts every split to records (cached in output_dir; --predict_file's in a scratch
+    directory); with sliding windows, reads each split's window-to-document index."""
+    for split in sorted(set(self.examples) - {"predict"}):
+      self.record_files[split] = self._cached_records(split, split)
+    if FLAGS.predict_file:
+      self.record_files["predict"] = predict_features(
+          self.examples["predict"], self.label_list, self.tokenizer, self.doc_stride)
+    elif predicting():
+      self.record_files["predict"] = self._cached_records("predict", "test")
+    if self.sliding:  # A split's records are its documents' windows, in document order.
+      for split, path in sorted(self.record_files.items()):
+        self.doc_index[split] = classifier_data.read_doc_index(path)
+        windows.log_windows(split, self.doc_index[split], len(self.examples[split]))
+    self.rows = {split: len(self.doc_index[split]) if self.sliding else len(self.examples[split])
+                 for split in self.record_files}
+
+  def _cached_records(self, split, file_split):
+    """The records of split's examples, read from the file of `file_split`, cached in
+    output_dir under a key of that file, the vocabulary and every option."""
     return classifier_data.cached_features_file(
-        examples, split, source_file, label_list, tokenizer_digest, FLAGS.max_seq_length,
-        FLAGS.truncation, setup.output_dir, tokenizer, FLAGS.task_name.lower(),
-        FLAGS.long_text, doc_stride)
+        self.examples[split], file_split, self.source(file_split), self.label_list,
+        self.tokenizer_digest, FLAGS.max_seq_length, FLAGS.truncation, self.setup.output_dir,
+        self.tokenizer, FLAGS.task_name.lower(), FLAGS.long_text, self.doc_stride)
 
-  def source(name):
-    """The file a split was read from, for cache keys and messages."""
-    names = {"mnli": {"dev": "dev_matched.tsv", "test": "test_matched.tsv"},
-             "xnli": {"train": os.path.join("multinli", "multinli.train.%s.tsv" %
-                                            FLAGS.xnli_language),
-                      "dev": "xnli.dev.tsv", "test": "xnli.test.tsv"}}
-    return os.path.join(FLAGS.data_dir,
-                        names.get(FLAGS.task_name.lower(), {}).get(name, name + ".tsv"))
-
-  # Every file this run needs is read and converted before training, so a bad dev or test row,
-  # or a run that does not match the model already in --output_dir, stops it in seconds.
-  examples = {}
-  if FLAGS.do_train:
-    examples["train"] = processor.get_train_examples(FLAGS.data_dir)
-  label_list = processor.get_labels()
-  evaluating = FLAGS.do_eval or FLAGS.eval_every_n_steps
-  if evaluating:
-    common_flags.check_best_metric(classifier_metrics.metric_names(label_list))
-    examples["dev"] = processor.get_dev_examples(FLAGS.data_dir)
-  classifier_data.check_classes(examples, label_list, source)
-  if FLAGS.do_train:
-    class_weights = weighting.resolve(class_weights, label_list,
-                                      [e.label for e in examples["train"]])
-  if FLAGS.predict_file:
-    examples["predict"] = predict_input.read(FLAGS.predict_file, FLAGS.predict_format,
-                                             processor.read_test_file,
-                                             classifier_data.text_example)
-  elif predicting:
-    examples["predict"] = processor.get_test_examples(FLAGS.data_dir)
-  input_layout = classifier_data.input_layout(
-      examples, lambda split: (FLAGS.predict_file or source("test")) if split == "predict"
-      else source(split))
-  if input_layout == classifier_data.TEXT_PAIRS and sliding and FLAGS.do_export:
-    raise cli.InputError("--do_export with --long_text=sliding exports single-text tasks only; "
-                         "these examples are text pairs: predict them with --predict_file, or "
-                         "export a run with --long_text=truncate")
-  if bert_config.type_vocab_size < 2 and input_layout == classifier_data.TEXT_PAIRS:
-    raise cli.InputError(
-        "the examples are text pairs (segment ids 0 and 1) but type_vocab_size=%d in %s: the "
-        "model has no embedding for the second text's segment; use a config with "
-        "type_vocab_size >= 2, or single texts" % (bert_config.type_vocab_size,
-                                                   FLAGS.bert_config_file))
-  common_flags.check_run_info(
-      setup, common_flags.run_identity(
-          bert_config, tokenizer_digest,
-          input_flags=("task_name", "truncation", "long_text", "doc_stride", "window_pooling"),
-          task=FLAGS.task_name.lower(), labels=list(label_list), input_layout=input_layout),
-      will_train=FLAGS.do_train)
-  if FLAGS.do_train and isinstance(processor, classifier_data.TsvProcessor):
-    processor.save_labels()
-  record_files = {split: features_file(split, split_examples, source(split), label_list)
-                  for split, split_examples in sorted(examples.items()) if split != "predict"}
-  if FLAGS.predict_file:
-    record_files["predict"] = predict_features(examples["predict"], label_list, tokenizer,
-                                               doc_stride)
-  elif predicting:
-    record_files["predict"] = features_file("test", examples["predict"], source("test"),
-                                            label_list)
-
-  # With sliding windows a split's records are its documents' windows, in document order.
-  doc_index = {}
-  if sliding:
-    for split, path in sorted(record_files.items()):
-      doc_index[split] = classifier_data.read_doc_index(path)
-      windows.log_windows(split, doc_index[split], len(examples[split]))
-  rows = {split: len(doc_index[split]) if sliding else len(examples[split])
-          for split in record_files}
-
-  def infer(split, checkpoint, batch_size, what, label_ids=None):
+  def infer(self, split, checkpoint, batch_size, what, label_ids=None):
     """The model's outputs, one row per example (document) of `split`, in input order."""
     outputs = inference.run_inference(
-        classifier_model.make_tower_fn(bert_config, len(label_list), False),
-        make_input_fn(record_files[split], False), checkpoint, setup.inference_parallel(),
-        batch_size, rows[split], what)
-    if not sliding:
+        classifier_model.make_tower_fn(self.bert_config, len(self.label_list), False),
+        make_input_fn(self.record_files[split], False), checkpoint,
+        self.setup.inference_parallel(), batch_size, self.rows[split], what)
+    if not self.sliding:
       return outputs
-    return windows.document_outputs(outputs, doc_index[split], len(examples[split]),
+    return windows.document_outputs(outputs, self.doc_index[split], len(self.examples[split]),
                                     FLAGS.window_pooling, label_ids)
 
-  def evaluate(checkpoint):
+  def dev_metrics(self, checkpoint):
     """eval_results.txt's metrics of `checkpoint` on the dev set."""
-    label_map = {label: i for i, label in enumerate(label_list)}
-    label_ids = np.array([label_map[e.label] for e in examples["dev"]])
-    outputs = infer("dev", checkpoint, FLAGS.eval_batch_size, "eval", label_ids)
+    label_map = {label: i for i, label in enumerate(self.label_list)}
+    label_ids = np.array([label_map[e.label] for e in self.examples["dev"]])
+    outputs = self.infer("dev", checkpoint, FLAGS.eval_batch_size, "eval", label_ids)
     results = classifier_metrics.classification_report(
-        outputs["probabilities"], outputs["per_example_loss"], label_ids, label_list)
+        outputs["probabilities"], outputs["per_example_loss"], label_ids, self.label_list)
     results["global_step"] = checkpoints.checkpoint_step(checkpoint)
     return results
 
-  if FLAGS.do_train:
-    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(rows["train"],
-                                                                    setup.global_batch_size)
-    setup.log_training_plan(rows["train"], num_train_steps)
-    training.train(classifier_model.make_tower_fn(bert_config, len(label_list), is_training=True,
-                                                  class_weights=class_weights),
-                   make_input_fn(record_files["train"], is_training=True),
-                   common_flags.train_spec(setup, num_train_steps, num_warmup_steps),
-                   common_flags.periodic_eval(setup, evaluate))
 
-  if FLAGS.do_eval or predicting:
+def read_data(setup):
+  """The run's Task: every file it needs read, checked and converted before training, so a bad
+  dev or test row, or a run that does not match the model already in --output_dir, stops it
+  in seconds."""
+  task = Task(setup)
+  task.read_examples()
+  task.check_layout()
+  common_flags.check_run_info(setup, task.run_identity(), will_train=FLAGS.do_train)
+  if FLAGS.do_train and isinstance(task.processor, classifier_data.TsvProcessor):
+    task.processor.save_labels()
+  task.write_records()
+  return task
+
+
+def train(task):
+  """Trains on the training split (training.train), evaluating during training with
+  --eval_every_n_steps."""
+  setup = task.setup
+  num_train_steps, num_warmup_steps = common_flags.epoch_schedule(task.rows["train"],
+                                                                  setup.global_batch_size)
+  setup.log_training_plan(task.rows["train"], num_train_steps)
+  training.train(classifier_model.make_tower_fn(task.bert_config, len(task.label_list),
+                                                is_training=True,
+                                                class_weights=task.class_weights),
+                 make_input_fn(task.record_files["train"], is_training=True),
+                 common_flags.train_spec(setup, num_train_steps, num_warmup_steps),
+                 common_flags.periodic_eval(setup, task.dev_metrics))
+
+
+def evaluate(task, checkpoint):
+  """Writes eval_results.txt: the dev set's metrics under `checkpoint`."""
+  common_flags.write_results(os.path.join(task.setup.output_dir, "eval_results.txt"),
+                             task.dev_metrics(checkpoint))
+
+
+def predict(task, checkpoint):
+  """Writes the predicted labels and class probabilities of the test set or --predict_file."""
+  probabilities = task.infer("predict", checkpoint, FLAGS.predict_batch_size,
+                             "predict")["probabilities"]
+  if len(probabilities) != len(task.examples["predict"]):
+    raise RuntimeError("predicted %d rows for %d examples" %
+                       (len(probabilities), len(task.examples["predict"])))
+  write_predictions(task.setup, probabilities, task.label_list)
+
+
+def export(task):
+  """--do_export: the SavedModel of the run (serving/saved_model_export.py)."""
+  layout = task.input_layout or export_layout(task.setup, task.sliding)
+  saved_model_export.export_classifier(task.setup, task.label_list,
+                                       text_pairs=layout == classifier_data.TEXT_PAIRS)
+
+
+def main(_):
+  """Check, data, train, evaluate, predict, export; each process does its part."""
+  logging.set_verbosity(logging.INFO)
+  check_modes()
+  setup = run_setup.from_flags(trains=FLAGS.do_train)
+  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
+    setup.serve_chief_graph()
+    return
+  task = read_data(setup)
+  if FLAGS.do_train:
+    train(task)
+  if not setup.is_chief:  # The chief evaluates, predicts and exports.
+    return
+  if FLAGS.do_eval or predicting():
     checkpoint = common_flags.eval_checkpoint(setup)
     logging.info("Evaluating and predicting with %s", checkpoint)
-
   if FLAGS.do_eval:
-    common_flags.write_results(os.path.join(setup.output_dir, "eval_results.txt"),
-                               evaluate(checkpoint))
-
-  if predicting:
-    probabilities = infer("predict", checkpoint, FLAGS.predict_batch_size,
-                          "predict")["probabilities"]
-    if len(probabilities) != len(examples["predict"]):
-      raise RuntimeError("predicted %d rows for %d examples" %
-                         (len(probabilities), len(examples["predict"])))
-    write_predictions(setup, probabilities, label_list)
-
+    evaluate(task, checkpoint)
+  if predicting():
+    predict(task, checkpoint)
   if FLAGS.do_export:
-    saved_model_export.export_classifier(
-        setup, label_list,
-        text_pairs=(input_layout or export_layout(setup, sliding)) == classifier_data.TEXT_PAIRS)
+    export(task)
 
 
 def export_layout(setup, sliding):
@@ -295,7 +361,7 @@ def export_layout(setup, sliding):
                          "two (a run trained before this was recorded); pass the --data_dir it "
                          "was trained on" % (setup.output_dir, run_info.FILE_NAME))
   processor = get_processor(setup.output_dir)
-  test_file = os.path.join(FLAGS.data_dir, processor.TEST_FILE)
+  test_file = processor.path(FLAGS.data_dir, "test")
   return classifier_data.input_layout(
       {"test": processor.get_test_examples(FLAGS.data_dir) if os.path.isfile(test_file)
                else processor.get_dev_examples(FLAGS.data_dir)}, lambda _: FLAGS.data_dir)

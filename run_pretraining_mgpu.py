@@ -28,6 +28,7 @@ discriminator) with stock names, export/generator/ the generator.
 
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
+import collections
 import itertools
 import os
 
@@ -302,62 +303,126 @@ def check_trained(setup, objective, files, fmt, masking_config):
   objective.check_trained(objective.evaluation_metrics(outputs), setup.output_dir, source)
 
 
-def main(_):
-  logging.set_verbosity(logging.INFO)
+def check_modes():
+  """At least one mode, and the records it reads (InputError)."""
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
     raise cli.InputError("at least one of --do_train, --do_eval or --do_predict must be set")
   if not FLAGS.input_file and (FLAGS.do_train or not FLAGS.eval_input_file):
     raise cli.InputError("--input_file is required")
+
+
+def eval_input():
+  """(files, flag name) of --do_eval and --do_predict: --eval_input_file, else --input_file;
+  (None, None) without them. Checked before training, read after it."""
+  if not (FLAGS.do_eval or FLAGS.do_predict):
+    return None, None
+  eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"
+  return cli.expand_files(getattr(FLAGS, eval_flag), eval_flag), eval_flag
+
+
+# The training records and what reads them: their files and format (record_format), the model
+# config, the masking config (dynamic records) and the --objective.
+TrainingData = collections.namedtuple("TrainingData", ["files", "fmt", "bert_config",
+                                                       "masking_config", "objective"])
+
+
+def read_training_data(setup):
+  """The TrainingData of --input_file, checked against the flags, the model and --output_dir
+  (load_model) before any training."""
+  train_files = cli.expand_files(FLAGS.input_file, "input_file")
+  fmt = record_format(train_files, "input_file")
+  bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
+  check_vocab_matches(bert_config, train_files)
+  return TrainingData(train_files, fmt, bert_config, masking_config, objective)
+
+
+def train(setup, data):
+  """Trains data.objective on the training records (training.train)."""
+  objective, fmt = data.objective, data.fmt
+  training.train(objective.tower_fn_builder(fmt["has_nsp"] and objective.uses_nsp,
+                                            is_training=True),
+                 pretraining_records.input_fn_builder(data.files, fmt, True,
+                                                      data.masking_config),
+                 common_flags.train_spec(
+                     setup, FLAGS.num_train_steps, warmup_steps(),
+                     max_seq_length=fmt["max_seq_length"], effective=effective_flags(fmt),
+                     head_first_steps=None if FLAGS.head_first_steps == -1 else
+                     FLAGS.head_first_steps,
+                     init_companions=objective.init_companions(setup.init_checkpoint)))
+
+
+def export(setup, data):
+  """export/ after training (the model weights only, the config and the vocabulary), then the
+  objective's check of the trained model when it has one."""
+  objective = data.objective
+  checkpoints.export_model(setup.output_dir, data.bert_config, FLAGS.vocab_file,
+                           FLAGS.spm_model_file, scopes=objective.export_scopes,
+                           extra_writes=objective.export_writes(setup.output_dir))
+  if objective.diagnose_after_training:
+    check_trained(setup, objective, data.files, data.fmt, data.masking_config)
+
+
+# The model's outputs on the eval records, with what evaluate and predict read them with.
+Scored = collections.namedtuple("Scored", ["outputs", "checkpoint", "objective", "tokenizer"])
+
+
+def score(setup, files, flag_name):
+  """Runs the latest checkpoint (else --init_checkpoint) on the first --max_eval_steps *
+  --eval_batch_size examples of `files`; returns a Scored."""
+  fmt = record_format(files, flag_name)
+  bert_config, tokenizer, masking_config, objective = load_model(setup, fmt, will_train=False)
+  check_vocab_matches(bert_config, files)
+  checkpoint = checkpoints.find_checkpoint(setup.output_dir, setup.init_checkpoint)
+  has_nsp = fmt["has_nsp"] and objective.uses_nsp and checkpoint_has_nsp_head(checkpoint)
+  if fmt["has_nsp"] and objective.uses_nsp and not has_nsp:
+    logging.warning("%s has no next-sentence head: evaluating the masked LM only", checkpoint)
+  max_examples = max(FLAGS.max_eval_steps, 0) * FLAGS.eval_batch_size
+  outputs = inference.run_inference(
+      objective.tower_fn_builder(has_nsp, is_training=False),
+      pretraining_records.input_fn_builder(files, fmt, False, masking_config, max_examples),
+      checkpoint, setup.inference_parallel(), FLAGS.eval_batch_size)
+  logging.info("Ran %s on %d examples of --%s", checkpoint, objective.example_count(outputs),
+               flag_name)
+  return Scored(outputs, checkpoint, objective, tokenizer)
+
+
+def evaluate(setup, scored):
+  """Writes eval_results.txt: the objective's metrics of the scored examples."""
+  results = scored.objective.evaluation_metrics(scored.outputs)
+  results["global_step"] = checkpoints.checkpoint_step(scored.checkpoint)
+  common_flags.write_results(os.path.join(setup.output_dir, "eval_results.txt"), results)
+  if "warning" in results:
+    logging.warning("eval_results.txt: %s", results["warning"])
+
+
+def predict(setup, scored):
+  """Writes predict.txt: the objective's lines of each scored example."""
+  predict_input.write_lines(os.path.join(setup.output_dir, "predict.txt"), list(
+      scored.objective.prediction_lines(scored.outputs, scored.tokenizer.inv_vocab)))
+
+
+def main(_):
+  """Check, data, train (and export/), evaluate, predict; each process does its part."""
+  logging.set_verbosity(logging.INFO)
+  check_modes()
   setup = run_setup.from_flags(trains=FLAGS.do_train)
-
-  if FLAGS.do_eval or FLAGS.do_predict:  # Checked before training, used after it.
-    eval_flag = "eval_input_file" if FLAGS.eval_input_file else "input_file"
-    eval_files = cli.expand_files(getattr(FLAGS, eval_flag), eval_flag)
+  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
+    setup.serve_chief_graph()
+    return
+  eval_files, eval_flag = eval_input()
   if FLAGS.do_train:
-    train_files = cli.expand_files(FLAGS.input_file, "input_file")
-    fmt = record_format(train_files, "input_file")
-    bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
-    check_vocab_matches(bert_config, train_files)
-    training.train(objective.tower_fn_builder(fmt["has_nsp"] and objective.uses_nsp,
-                                              is_training=True),
-                   pretraining_records.input_fn_builder(train_files, fmt, True, masking_config),
-                   common_flags.train_spec(
-                       setup, FLAGS.num_train_steps, warmup_steps(),
-                       max_seq_length=fmt["max_seq_length"], effective=effective_flags(fmt),
-                       head_first_steps=None if FLAGS.head_first_steps == -1 else
-                       FLAGS.head_first_steps,
-                       init_companions=objective.init_companions(setup.init_checkpoint)))
-    checkpoints.export_model(setup.output_dir, bert_config, FLAGS.vocab_file, FLAGS.spm_model_file,
-                             scopes=objective.export_scopes,
-                             extra_writes=objective.export_writes(setup.output_dir))
-    if objective.diagnose_after_training:
-      check_trained(setup, objective, train_files, fmt, masking_config)
-
+    data = read_training_data(setup)
+    train(setup, data)
+  if not setup.is_chief:  # The chief exports, evaluates and predicts.
+    return
+  if FLAGS.do_train:
+    export(setup, data)
   if FLAGS.do_eval or FLAGS.do_predict:
-    fmt = record_format(eval_files, eval_flag)
-    bert_config, tokenizer, masking_config, objective = load_model(setup, fmt, will_train=False)
-    check_vocab_matches(bert_config, eval_files)
-    checkpoint = checkpoints.find_checkpoint(setup.output_dir, setup.init_checkpoint)
-    has_nsp = fmt["has_nsp"] and objective.uses_nsp and checkpoint_has_nsp_head(checkpoint)
-    if fmt["has_nsp"] and objective.uses_nsp and not has_nsp:
-      logging.warning("%s has no next-sentence head: evaluating the masked LM only", checkpoint)
-    max_examples = max(FLAGS.max_eval_steps, 0) * FLAGS.eval_batch_size
-    outputs = inference.run_inference(
-        objective.tower_fn_builder(has_nsp, is_training=False),
-        pretraining_records.input_fn_builder(eval_files, fmt, False, masking_config,
-                                             max_examples),
-        checkpoint, setup.inference_parallel(), FLAGS.eval_batch_size)
-    logging.info("Ran %s on %d examples of --%s", checkpoint, objective.example_count(outputs),
-                 eval_flag)
+    scored = score(setup, eval_files, eval_flag)
     if FLAGS.do_eval:
-      results = objective.evaluation_metrics(outputs)
-      results["global_step"] = checkpoints.checkpoint_step(checkpoint)
-      common_flags.write_results(os.path.join(setup.output_dir, "eval_results.txt"), results)
-      if "warning" in results:
-        logging.warning("eval_results.txt: %s", results["warning"])
+      evaluate(setup, scored)
     if FLAGS.do_predict:
-      predict_input.write_lines(os.path.join(setup.output_dir, "predict.txt"), list(
-          objective.prediction_lines(outputs, tokenizer.inv_vocab)))
+      predict(setup, scored)
 
 
 if __name__ == "__main__":

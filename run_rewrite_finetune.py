@@ -275,7 +275,7 @@ def rank(pipeline, checkpoint, path, rows):
 
 
 def pretrain_rewrite(pipeline, files):
-  """Rewrite pretraining on the --corpus_file files, then exports the model variables."""
+  """Rewrite pretraining on the --corpus_file files (export_pretrained exports it)."""
   tasks = [t.strip() for t in FLAGS.pretrain_tasks]
   unknown = sorted(set(tasks) - set(rewrite_data.PRETRAIN_TASKS))
   if unknown or not tasks:
@@ -300,12 +300,22 @@ def pretrain_rewrite(pipeline, files):
       FLAGS.max_seq_length, FLAGS.max_target_length, targets_cut_by_design=True)
   num_examples = sum(1 for _ in tf.io.tf_record_iterator(record_file))
   pipeline.train(record_file, num_examples)
+
+
+def export_pretrained(pipeline):
+  """export/ after rewrite pretraining: the model variables only, the config and the
+  vocabulary, to fine-tune from."""
   checkpoints.export_model(pipeline.setup.output_dir, pipeline.bert_config, FLAGS.vocab_file,
-                        FLAGS.spm_model_file)
+                           FLAGS.spm_model_file)
 
 
-def main(_):
-  logging.set_verbosity(logging.INFO)
+def trains():
+  """Whether the run writes checkpoints: --do_train or --do_pretrain_rewrite."""
+  return FLAGS.do_train or FLAGS.do_pretrain_rewrite
+
+
+def check_modes():
+  """At least one mode, the modes that exclude each other, --beam_size (InputError)."""
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or
           FLAGS.do_rank or FLAGS.do_pretrain_rewrite or FLAGS.do_export):
     raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
@@ -316,32 +326,58 @@ def main(_):
                          "--output_dir: pretrain first, then fine-tune in another output_dir "
                          "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
   cli.require_positive(FLAGS.beam_size, "beam_size")
-  setup = run_setup.from_flags(trains=FLAGS.do_train or FLAGS.do_pretrain_rewrite)
+
+
+def read_data(setup):
+  """(Pipeline, read_inputs()): every input the run needs, read before training, so a bad
+  dev, test or rank row, or a run that does not match the model already in --output_dir,
+  stops it in seconds."""
   common_flags.check_periodic_eval_flags()
   common_flags.check_best_metric(rewrite_metrics.EVAL_METRICS)
   pipeline = Pipeline(setup)
-  # Every input is read before training: a bad dev, test or rank row, or a run that does not
-  # match the model already in --output_dir, stops the run in seconds.
   inputs = read_inputs()
   common_flags.check_run_info(setup, common_flags.run_identity(
       pipeline.bert_config, pipeline.tokenizer_digest, input_flags=("max_target_length",)),
-                              will_train=FLAGS.do_train or FLAGS.do_pretrain_rewrite)
+                              will_train=trains())
+  return pipeline, inputs
 
+
+def train(pipeline, inputs):
+  """Fine-tunes on train.tsv, evaluating on dev.tsv during training with
+  --eval_every_n_steps."""
+  path, rows = inputs["train"]
+  pipeline.train(pipeline.records("train", path, rows), len(rows), common_flags.periodic_eval(
+      pipeline.setup,
+      lambda checkpoint: dev_scores(pipeline, checkpoint, *inputs["dev"])[0]))
+
+
+def main(_):
+  """Check, data, train (or rewrite pretraining and its export/), evaluate, predict, rank,
+  export; each process does its part."""
+  logging.set_verbosity(logging.INFO)
+  check_modes()
+  setup = run_setup.from_flags(trains=trains())
+  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
+    setup.serve_chief_graph()
+    return
+  pipeline, inputs = read_data(setup)
   if FLAGS.do_pretrain_rewrite:
     pretrain_rewrite(pipeline, inputs["corpus"][0])
-
   if FLAGS.do_train:
-    path, rows = inputs["train"]
-    pipeline.train(pipeline.records("train", path, rows), len(rows), common_flags.periodic_eval(
-        setup, lambda checkpoint: dev_scores(pipeline, checkpoint, *inputs["dev"])[0]))
-
+    train(pipeline, inputs)
+  if not setup.is_chief:  # The chief exports, evaluates, predicts and ranks.
+    return
+  if FLAGS.do_pretrain_rewrite:
+    export_pretrained(pipeline)
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
     checkpoint = common_flags.eval_checkpoint(setup)
     logging.info("Decoding with %s", checkpoint)
-    for name, mode in (("dev", evaluate), ("test", predict), ("rank", rank)):
-      if name in inputs:
-        mode(pipeline, checkpoint, *inputs[name])
-
+    if "dev" in inputs:
+      evaluate(pipeline, checkpoint, *inputs["dev"])
+    if "test" in inputs:
+      predict(pipeline, checkpoint, *inputs["test"])
+    if "rank" in inputs:
+      rank(pipeline, checkpoint, *inputs["rank"])
   if FLAGS.do_export:
     saved_model_export.export_rewriter(setup)
 

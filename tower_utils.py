@@ -1,20 +1,28 @@
 """In-graph replication: one model graph per tower, on one host or several.
 
 This is the public front of the parallel engine and the only module the rest of the project
-asks about devices: run scripts and engine/training.py call `parallel_spec`, `build_towers`,
-`session_config` and `new_session`, and never name a device, a worker count or a strategy.
+asks about devices: the engine (run_setup, training, inference) calls `parallel_spec`,
+`build_towers`, `session_config` and `new_session`; run scripts never name a device, a process
+count or a strategy.
 
-Devices. Tower i runs on GPU (i mod G), where G is the number of GPUs TensorFlow sees (those listed
-in CUDA_VISIBLE_DEVICES), so `n_gpus` may exceed the number of cards and several towers then share
-one. With no GPU, tower i gets its own virtual CPU device `/device:CPU:i`
-(`ConfigProto(device_count={"CPU": n})`, see `session_config`), so every multi-tower code path runs
-and is tested on a CPU-only machine. In a multi-process run (parallel/cluster.py), every process
-has its own `n_gpus` towers on its own devices (`/job:worker/replica:0/task:k/device:...`), but
-with `placement="inter_first"`, where the chief's one graph holds every tower and a tower's
-pipeline stages span the processes (`stage_devices`).
+The counts, one word each (flags in brackets):
+- devices: what a process brings (--n_gpus, which keeps its stock name): GPUs, or virtual CPU
+  devices without one. Device i of a process is GPU (i mod G), G the GPUs TensorFlow sees (those
+  of CUDA_VISIBLE_DEVICES), so --n_gpus may exceed the cards and devices then share one; with no
+  GPU, device i is its own virtual CPU device `/device:CPU:i` (`ConfigProto(device_count={"CPU":
+  n})`, see `session_config`), so every multi-tower code path runs and is tested on a CPU-only
+  machine. See `process_devices` and `devices_per_process`.
+- stages (--pipeline_stages, K): the devices one tower is cut over (parallel/pipeline.py).
+- towers (`ParallelSpec.n_towers`): the model replicas of one graph, devices / stages; tower i's
+  stage s is device i*K+s of its process (`stage_devices`).
+- processes (--worker_hosts, TF_CONFIG or Slurm; parallel/cluster.py): each builds its own graph
+  of towers on its own devices (`/job:worker/replica:0/task:k/device:...`), except under
+  `placement="inter_first"`, where the chief's one graph holds the towers of all processes
+  (devices * processes / stages of them) and a tower's stages span the processes; the others
+  only serve their devices (`serve_chief_graph`).
 
 What a tower does. Each tower takes an equal slice of the process's micro-batch
-(`train_batch_size * n_gpus` rows), runs its forward and backward pass on its own device
+(`train_batch_size * n_towers` rows), runs its forward and backward pass on its own device
 (gradients are colocated with their forward ops), and returns its loss and gradients. A tower
 whose loss is a mean over tokens divides by its share of the token count of the whole global
 batch (`GlobalBatch.loss_denominator`), so the mean of the tower losses of all processes is the
@@ -33,7 +41,8 @@ reduces the device sums across devices and processes:
 
 Gradient accumulation (`accum_steps` = K > 1, parallel/accumulation.py): the first K-1
 micro-batches of an update only accumulate on their devices; the K-th is added and only then
-reduced, once per effective batch of `train_batch_size * n_gpus * processes * K` rows. The
+reduced, once per effective batch of `train_batch_size * towers * processes * K` rows
+(`global_batch_size`). The
 reduced gradient is scaled by 1/(towers of all processes * K), so it is the gradient of the
 mean loss over the effective batch.
 
@@ -45,6 +54,7 @@ Loss scaling (`loss_scale`, for float16): each tower differentiates loss * loss_
 reduced gradients are multiplied by 1/loss_scale together with the averaging factor.
 """
 
+import atexit
 import collections
 import contextlib
 import os
@@ -66,7 +76,8 @@ DEFAULT_PACK_MB = 32.0
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
 
 ParallelSpec = collections.namedtuple("ParallelSpec", [
-    "n_towers",  # towers in this process (--n_gpus)
+    "n_towers",  # towers (model replicas) of this process's graph: --n_gpus / pipeline_stages
+                 # (inter_first: the chief's graph, --n_gpus * processes / pipeline_stages)
     "reduction",  # "shared" or "allreduce"
     "accum_steps",  # micro-batches per update (--grad_accum_steps)
     "pack_mb",  # collective pack size (--allreduce_pack_mb)
@@ -96,23 +107,26 @@ TowerResult = collections.namedtuple(
     defaults=(None, None, None))
 
 
-def parallel_spec(n_towers=1, reduction="shared", accum_steps=1, pack_mb=DEFAULT_PACK_MB,
+def parallel_spec(n_towers=1, *, reduction="shared", accum_steps=1, pack_mb=DEFAULT_PACK_MB,
                   cluster=cluster_lib.SINGLE_PROCESS,
                   collective_timeout_s=DEFAULT_COLLECTIVE_TIMEOUT_S, pipeline_stages=1,
                   num_micro_batches=1, placement="intra_first", recompute="none",
                   pipeline_schedule="gpipe"):
-  """A checked ParallelSpec; everything downstream trusts it.
+  """A checked ParallelSpec; everything downstream trusts it. Every argument but n_towers is
+  keyword-only (the fields of ParallelSpec).
 
   n_towers counts the towers (model replicas) of this process's graph; with pipeline_stages K
-  each tower runs on K devices, so a process uses n_towers * K devices (--n_gpus). With
-  placement "inter_first" the cluster is the chief's in-graph view (Cluster.in_graph_view) and
-  n_towers counts the towers of all processes, whose stages span them.
+  each tower runs on K devices, so a process uses n_towers * K devices (--n_gpus: engine/
+  run_setup turns the device count into towers). With placement "inter_first" the cluster is
+  an in-graph view (Cluster.in_graph_view) and n_towers counts the towers of all processes,
+  whose stages span them.
 
   Raises:
     InputError: naming the flag of a value out of range.
   """
   if n_towers is None or int(n_towers) < 1:
-    raise InputError("--n_gpus=%s: expected an integer >= 1 (the number of towers)" % n_towers)
+    raise InputError("n_towers=%s: expected an integer >= 1 (--n_gpus / --pipeline_stages)" %
+                     n_towers)
   if reduction not in REDUCTIONS:
     raise InputError("--reduction=%s: expected one of %s" % (reduction, ", ".join(REDUCTIONS)))
   if accum_steps is None or int(accum_steps) < 1:
@@ -143,21 +157,22 @@ def num_visible_gpus():
   return len(tf.config.list_physical_devices("GPU"))
 
 
-def tower_devices(n_towers, cluster=cluster_lib.SINGLE_PROCESS):
-  """Device name of each tower of this process: GPU (i mod #GPUs), or virtual CPU i.
+def process_devices(n_devices, cluster=cluster_lib.SINGLE_PROCESS):
+  """The names of a process's devices 0..n_devices-1: GPU (i mod visible GPUs), or virtual CPU i.
 
   Args:
-    n_towers: number of towers (the `--n_gpus` flag), >= 1.
+    n_devices: devices of the process (--n_gpus), >= 1.
     cluster: the run's processes; in a multi-process run the names carry this task.
 
   Returns:
-    list of n_towers device strings, e.g. ["/device:GPU:0", "/device:GPU:1", "/device:GPU:0"].
+    list of n_devices device strings, e.g. ["/device:GPU:0", "/device:GPU:1", "/device:GPU:0"]
+    with 2 visible GPUs.
   """
-  n_gpus = num_visible_gpus()
+  visible_gpus = num_visible_gpus()
   prefix = cluster.device_prefix()
-  if n_gpus:
-    return ["%s/device:GPU:%d" % (prefix, i % n_gpus) for i in range(n_towers)]
-  return ["%s/device:CPU:%d" % (prefix, i) for i in range(n_towers)]
+  if visible_gpus:
+    return ["%s/device:GPU:%d" % (prefix, i % visible_gpus) for i in range(n_devices)]
+  return ["%s/device:CPU:%d" % (prefix, i) for i in range(n_devices)]
 
 
 def stage_devices(spec):
@@ -175,29 +190,35 @@ def stage_devices(spec):
   stages = spec.pipeline_stages
   if spec.placement == "inter_first":
     cluster = spec.cluster
-    flat = [cluster.device_prefix(r) + device for device in tower_devices(
+    flat = [cluster.device_prefix(r) + device for device in process_devices(
         devices_per_process(spec)) for r in range(len(cluster.tasks))]
   else:
-    flat = tower_devices(spec.n_towers * stages, spec.cluster)
+    flat = process_devices(devices_per_process(spec), spec.cluster)
   return [flat[i * stages:(i + 1) * stages] for i in range(spec.n_towers)]
 
 
 def devices_per_process(spec):
-  """The devices each process brings to this graph (--n_gpus in training)."""
+  """The devices each process brings to spec's graph (--n_gpus in training): towers x stages,
+  shared out over the processes of an in-graph run."""
   devices = spec.n_towers * spec.pipeline_stages
   return -(-devices // len(spec.cluster.tasks)) if spec.cluster.in_graph else devices
 
 
-def session_config(n_towers, use_xla=False, intra_op_threads=0, inter_op_threads=0,
-                   cluster=cluster_lib.SINGLE_PROCESS):
-  """A ConfigProto under which all `tower_devices(n_towers, cluster)` exist.
+def global_batch_size(spec, rows_per_tower):
+  """Rows per update: rows_per_tower * towers * processes * accumulation steps."""
+  return rows_per_tower * spec.n_towers * spec.cluster.num_processes * spec.accum_steps
 
-  On CPU-only machines it creates n_towers virtual CPU devices; they share one intra-op thread
+
+def session_config(n_devices, use_xla=False, intra_op_threads=0, inter_op_threads=0,
+                   cluster=cluster_lib.SINGLE_PROCESS):
+  """A ConfigProto under which all `process_devices(n_devices, cluster)` exist.
+
+  On CPU-only machines it creates n_devices virtual CPU devices; they share one intra-op thread
   pool, so more towers than cores do not oversubscribe the machine. Soft placement lets the few
   ops that have no GPU kernel (e.g. some int64 ops of the input pipeline) fall back to the CPU.
 
   Args:
-    n_towers: number of towers.
+    n_devices: devices of this process (devices_per_process of a spec).
     use_xla: also turn on XLA auto-clustering (it acts on GPUs; on CPUs the towers' jit_scope
       of build_towers is what compiles).
     intra_op_threads, inter_op_threads: thread pool sizes, 0 = TensorFlow's choice (the number
@@ -211,7 +232,7 @@ def session_config(n_towers, use_xla=False, intra_op_threads=0, inter_op_threads
     config.gpu_options.allow_growth = True
     config.experimental.collective_nccl = bool(cluster.tasks)
   else:
-    config.device_count["CPU"] = n_towers
+    config.device_count["CPU"] = n_devices
   if use_xla:
     config.graph_options.optimizer_options.global_jit_level = tf.OptimizerOptions.ON_1
   return cluster_lib.session_config(cluster, config)
@@ -228,6 +249,31 @@ def new_session(spec, use_xla=False, graph=None, intra_op_threads=0, inter_op_th
                     config=config)
 
 
+def serves_chief_graph(spec):
+  """Whether this process only serves its devices to the chief's one graph: a process other
+  than the chief of an in-graph run (placement "inter_first"). It builds nothing itself."""
+  return spec.cluster.in_graph and not spec.cluster.is_chief
+
+
+def serve_chief_graph(spec):
+  """Runs the chief's graph on this process's devices until the chief releases them.
+
+  Raises:
+    InputError: the chief does not come within spec.collective_timeout_s, or drops out.
+  """
+  cluster_lib.serve_chief_graph(
+      spec.cluster, session_config(devices_per_process(spec), cluster=spec.cluster),
+      spec.collective_timeout_s)
+
+
+def start_chief_graph(spec):
+  """The chief of an in-graph run starts its server now (the others wait for it to listen) and
+  releases the others when this process exits."""
+  config = session_config(devices_per_process(spec), cluster=spec.cluster)
+  cluster_lib.session_target(spec.cluster, config)
+  atexit.register(cluster_lib.release_tasks, spec.cluster, config)
+
+
 def input_device(spec):
   """This process's CPU, where its input pipeline runs."""
   return spec.cluster.device_prefix() + "/device:CPU:0"
@@ -235,7 +281,7 @@ def input_device(spec):
 
 def input_shard(spec):
   """The parallel.cluster.Shard of the training data this process reads."""
-  return cluster_lib.Shard(spec.cluster.rank, spec.cluster.num_workers)
+  return cluster_lib.Shard(spec.cluster.rank, spec.cluster.num_processes)
 
 
 def join_processes(spec, must_agree, from_chief):
@@ -260,7 +306,7 @@ def join_processes(spec, must_agree, from_chief):
     return dict(from_chief)
   facts = collections.OrderedDict([
       ("--n_gpus", devices),
-      ("number of devices (visible GPUs)", len(set(tower_devices(devices, spec.cluster)))),
+      ("number of devices (visible GPUs)", len(set(process_devices(devices, spec.cluster)))),
       ("--pipeline_stages", spec.pipeline_stages),
       ("--num_micro_batches", spec.num_micro_batches),
       ("--reduction", spec.reduction),
@@ -395,7 +441,7 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   stages = stage_devices(spec)
   log_device_map(stages)
   devices = [tower[0] for tower in stages]
-  strategy = _STRATEGIES[(spec.reduction, spec.cluster.num_workers > 1)](
+  strategy = _STRATEGIES[(spec.reduction, spec.cluster.num_processes > 1)](
       stages, spec.cluster, spec.pack_mb, spec.collective_timeout_s)
   global_batch = GlobalBatch(features, strategy, spec.num_micro_batches)
   losses, outputs, grads = [], [], []
@@ -418,6 +464,24 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   if not compute_gradients:
     return TowerResult(mean_loss, None, outputs, devices, strategy=strategy)
 
+  replica_grads_and_vars, accumulate_ops = _reduce_gradients(grads, devices, strategy, spec,
+                                                             loss_scale)
+  return TowerResult(mean_loss, replica_grads_and_vars[0], outputs, devices,
+                     replica_grads_and_vars, accumulate_ops, strategy)
+
+
+def _reduce_gradients(grads, devices, strategy, spec, loss_scale):
+  """The towers' gradients summed per device, accumulated over spec.accum_steps micro-batches
+  and reduced by the strategy, scaled to the gradient of the mean loss.
+
+  Args:
+    grads: per tower, its gradient list (in strategy.tower_variables order).
+    devices: per tower, its (first) device.
+    strategy, spec, loss_scale: as in build_towers.
+
+  Returns:
+    (per replica, its list of (gradient, variable); the accumulation ops (first, add), or None).
+  """
   device_variables = [strategy.replica_variables[strategy.replica_of_tower(devices.index(d))]
                       for d in strategy.devices]
   device_sums = [_local_sum([g for g, d in zip(grads, devices) if d == device], device)
@@ -430,10 +494,8 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   if loss_scale is not None:
     scale = scale / tf.cast(loss_scale, tf.float32)
   replica_grads = strategy.reduce(device_sums, scale)
-  replica_grads_and_vars = [list(zip(g, v))
-                            for g, v in zip(replica_grads, strategy.replica_variables)]
-  return TowerResult(mean_loss, replica_grads_and_vars[0], outputs, devices,
-                     replica_grads_and_vars, accumulate_ops, strategy)
+  return ([list(zip(g, v)) for g, v in zip(replica_grads, strategy.replica_variables)],
+          accumulate_ops)
 
 
 def _micro_batches(tower_fn, shard, global_batch, schedule, last_device):
@@ -465,7 +527,7 @@ def _mean_over_processes(losses, strategy):
     return None
   with tf.device(strategy.devices[0]):
     local = tf.add_n(losses) / float(len(losses))
-    return strategy.sum_over_processes(local) / float(strategy.cluster.num_workers)
+    return strategy.sum_over_processes(local) / float(strategy.cluster.num_processes)
 
 
 def _jit_scope(use_xla):

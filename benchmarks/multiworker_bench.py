@@ -105,7 +105,7 @@ def run_worker(args):
     print(json.dumps({"examples_per_sec": len(fast) * tf_run.global_batch /
                                           sum(s for s, _ in fast),
                       "loopback_bytes_per_update": sent / float(args.updates),
-                      "processes": cluster.num_workers if cluster else 1}), flush=True)
+                      "processes": cluster.num_processes if cluster else 1}), flush=True)
   tf_run.close()
 
 

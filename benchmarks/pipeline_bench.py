@@ -286,14 +286,14 @@ def placement_bytes(config, rows, micro_batches, seq, reduction="allreduce"):
   cluster = _two_tasks()
   # intra_first: each process builds 1 tower of 2 stages; the processes all-reduce per stage.
   with tf.Graph().as_default() as graph:
-    spec = tower_utils.parallel_spec(1, reduction, cluster=cluster, pipeline_stages=2,
+    spec = tower_utils.parallel_spec(1, reduction=reduction, cluster=cluster, pipeline_stages=2,
                                      num_micro_batches=micro_batches)
     tower_utils.build_towers(classifier_tower_fn(config),
                              random_features(rows, seq, config.vocab_size, False), spec)
-    intra = allreduce_bytes(graph) * cluster.num_workers
+    intra = allreduce_bytes(graph) * cluster.num_processes
   # inter_first: the chief's graph holds both towers; stage s of each runs in process s.
   with tf.Graph().as_default() as graph:
-    spec = tower_utils.parallel_spec(2, reduction, cluster=cluster.in_graph_view(),
+    spec = tower_utils.parallel_spec(2, reduction=reduction, cluster=cluster.in_graph_view(),
                                      pipeline_stages=2, num_micro_batches=micro_batches,
                                      placement="inter_first")
     towers = tower_utils.build_towers(classifier_tower_fn(config),

@@ -214,7 +214,7 @@ class TfRun(object):
     multi-process run (parallel.cluster.Cluster), None for a one-process run."""
     self.run = run
     config = bert_config(run.config)
-    parallel = tower_utils.parallel_spec(run.towers, run.reduction, run.accum,
+    parallel = tower_utils.parallel_spec(run.towers, reduction=run.reduction, accum_steps=run.accum,
                                          **({"cluster": cluster} if cluster else {}))
     spec = training.TrainSpec(
         output_dir=None, parallel=parallel,
@@ -223,7 +223,7 @@ class TfRun(object):
         log_every_n_steps=10 ** 6, keep_checkpoint_max=1, seed=1, precision=run.precision,
         use_xla=run.xla)
     micro_batch = run.batch_per_tower * run.towers
-    self.global_batch = micro_batch * run.accum * parallel.cluster.num_workers
+    self.global_batch = micro_batch * run.accum * parallel.cluster.num_processes
     self._graph = tf.Graph()
     with self._graph.as_default():
       tf.set_random_seed(1)

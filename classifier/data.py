@@ -79,17 +79,25 @@ def _field(path, line_number, fields, index, what):
 class DataProcessor(object):
   """Reads a task's train/dev/test files into InputExamples."""
 
+  # The file of each split in data_dir; a task with other file names overrides file_name.
+  FILES = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+
+  def file_name(self, split):
+    """The file of `split` ("train", "dev" or "test"), relative to data_dir."""
+    return self.FILES[split]
+
+  def path(self, data_dir, split):
+    """The file of `split` in data_dir."""
+    return os.path.join(data_dir, self.file_name(split))
+
   def get_train_examples(self, data_dir):
     raise NotImplementedError()
 
   def get_dev_examples(self, data_dir):
     raise NotImplementedError()
 
-  # The test set's file name in data_dir.
-  TEST_FILE = "test.tsv"
-
   def get_test_examples(self, data_dir):
-    return self.read_test_file(os.path.join(data_dir, self.TEST_FILE))
+    return self.read_test_file(self.path(data_dir, "test"))
 
   def read_test_file(self, path):
     """Examples of a test file in the task's layout (any path, e.g. --predict_file)."""
@@ -123,15 +131,17 @@ class XnliProcessor(DataProcessor):
   def __init__(self, language="zh"):
     self.language = language
 
+  def file_name(self, split):
+    return {"train": os.path.join("multinli", "multinli.train.%s.tsv" % self.language),
+            "dev": "xnli.dev.tsv", "test": "xnli.test.tsv"}[split]
+
   def get_train_examples(self, data_dir):
-    path = os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language)
+    path = self.path(data_dir, "train")
     examples = self._examples(path, "train", True, (0, 1, 2), "premise, hypothesis, label")
     for e in examples:
       if e.label == "contradictory":
         e.label = "contradiction"
     return examples
-
-  TEST_FILE = "xnli.test.tsv"
 
   def _xnli_split(self, path, name):
     examples = []
@@ -150,7 +160,7 @@ class XnliProcessor(DataProcessor):
     return examples
 
   def get_dev_examples(self, data_dir):
-    return self._xnli_split(os.path.join(data_dir, "xnli.dev.tsv"), "dev")
+    return self._xnli_split(self.path(data_dir, "dev"), "dev")
 
   def read_test_file(self, path):
     return self._xnli_split(path, "test")
@@ -163,16 +173,15 @@ class MnliProcessor(DataProcessor):
   """MultiNLI (GLUE): train.tsv, dev_matched.tsv, test_matched.tsv."""
 
   _LAYOUT = "GLUE MNLI: sentence1 in column 9, sentence2 in column 10, label last"
+  FILES = {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"}
 
   def get_train_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "train.tsv"), "train", True, (8, 9, -1),
+    return self._examples(self.path(data_dir, "train"), "train", True, (8, 9, -1),
                           self._LAYOUT)
 
   def get_dev_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "dev_matched.tsv"), "dev_matched", True,
-                          (8, 9, -1), self._LAYOUT)
-
-  TEST_FILE = "test_matched.tsv"
+    return self._examples(self.path(data_dir, "dev"), "dev_matched", True, (8, 9, -1),
+                          self._LAYOUT)
 
   def read_test_file(self, path):
     return self._examples(path, "test", True, (8, 9, None), self._LAYOUT)
@@ -187,11 +196,11 @@ class MrpcProcessor(DataProcessor):
   _LAYOUT = "Quality, #1 ID, #2 ID, #1 String, #2 String"
 
   def get_train_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "train.tsv"), "train", True, (3, 4, 0),
+    return self._examples(self.path(data_dir, "train"), "train", True, (3, 4, 0),
                           self._LAYOUT)
 
   def get_dev_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "dev.tsv"), "dev", True, (3, 4, 0),
+    return self._examples(self.path(data_dir, "dev"), "dev", True, (3, 4, 0),
                           self._LAYOUT)
 
   def read_test_file(self, path):
@@ -207,11 +216,11 @@ class ColaProcessor(DataProcessor):
   _LAYOUT = "source, label, original label, sentence"
 
   def get_train_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "train.tsv"), "train", False, (3, None, 1),
+    return self._examples(self.path(data_dir, "train"), "train", False, (3, None, 1),
                           self._LAYOUT)
 
   def get_dev_examples(self, data_dir):
-    return self._examples(os.path.join(data_dir, "dev.tsv"), "dev", False, (3, None, 1),
+    return self._examples(self.path(data_dir, "dev"), "dev", False, (3, None, 1),
                           self._LAYOUT)
 
   def read_test_file(self, path):
@@ -246,7 +255,7 @@ class TsvProcessor(DataProcessor):
     self._labels = None
 
   def get_train_examples(self, data_dir):
-    examples = self._read(os.path.join(data_dir, "train.tsv"), "train", need_label=True)
+    examples = self._read(self.path(data_dir, "train"), "train", need_label=True)
     self._labels = sorted(set(e.label for e in examples))
     logging.info("Learned %d labels from train.tsv: %s", len(self._labels), self._labels)
     return examples
@@ -262,7 +271,7 @@ class TsvProcessor(DataProcessor):
     logging.info("Saved the label list to %s", path)
 
   def get_dev_examples(self, data_dir):
-    return self._read(os.path.join(data_dir, "dev.tsv"), "dev", need_label=True)
+    return self._read(self.path(data_dir, "dev"), "dev", need_label=True)
 
   def read_test_file(self, path):
     return self._read(path, "test", need_label=False)

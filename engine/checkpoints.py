@@ -23,6 +23,7 @@ from core import atomic_files
 from core.errors import InputError
 from engine import cli
 import modeling
+import optimization
 
 
 def checkpoint_exists(prefix):
@@ -507,7 +508,7 @@ def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/")):
     variables = {name: tf.get_variable(name, shape, dtypes[name])
                  for name, shape in tf.train.list_variables(checkpoint)
                  if name.startswith(tuple(scopes))
-                 and not name.endswith(("/adam_m", "/adam_v"))}
+                 and not name.endswith(optimization.SLOT_SUFFIXES)}
     saver = tf.train.Saver(variables)
     with tf.Session() as sess:
       for name, variable in variables.items():

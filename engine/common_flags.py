@@ -128,11 +128,13 @@ def define_mode_flags():
 
 
 def define_training_flags(default_learning_rate=5e-5):
-  """Batch sizes, learning rate, checkpointing, logging and the tower count."""
+  """Batch sizes, learning rate, checkpointing, logging and the device count."""
   _define("integer", "n_gpus", 1,
-          "Number of towers (model replicas). Tower i runs on GPU i mod the number of GPUs in "
-          "CUDA_VISIBLE_DEVICES (on CPU-only machines, on virtual CPU device i). The global "
-          "batch per update is train_batch_size * n_gpus * grad_accum_steps.")
+          "Devices per process: device i is GPU i mod the number of GPUs in "
+          "CUDA_VISIBLE_DEVICES (on CPU-only machines, virtual CPU device i). Each device runs "
+          "one tower (model replica); with --pipeline_stages=K, K devices make one tower, so a "
+          "process runs n_gpus / K towers. The global batch per update is train_batch_size * "
+          "towers * processes * grad_accum_steps.")
   _define("integer", "train_batch_size", 32, "Training batch size per tower.")
   _define("integer", "eval_batch_size", 8, "Batch size for eval, per tower.")
   _define("integer", "predict_batch_size", 8, "Batch size for predict, per tower.")
@@ -156,13 +158,18 @@ def define_training_flags(default_learning_rate=5e-5):
 def define_pipeline_flags():
   """Pipeline stages (one model replica cut over several devices, parallel/pipeline.py) and
   activation recomputation (parallel/recompute.py): what to turn on when a batch does not fit."""
+  # The choices are those of the modules that implement them (imported here, not at the top:
+  # importing this module stays free of TensorFlow and the model layer).
+  from parallel import pipeline  # pylint: disable=g-import-not-at-top
+  from parallel import recompute  # pylint: disable=g-import-not-at-top
+  import tower_utils  # pylint: disable=g-import-not-at-top
   _define("enum", "recompute", "none",
           "Activation recomputation. none: the backward pass reads the activations the forward "
           "pass kept. layer: each encoder layer keeps only its input; its inside (attention "
           "probabilities, feed-forward activations) is computed again in the backward pass. "
           "About a third more compute for several times less activation memory (the first "
           "thing to turn on at --max_seq_length=512); the update is the same.",
-          enum_values=["none", "layer"])
+          enum_values=list(recompute.MODES))
   _define("integer", "pipeline_stages", 1,
           "Cut the model into this many stages, each on its own device, for models (or "
           "batches) that do not fit one card: --n_gpus devices make n_gpus / pipeline_stages "
@@ -181,7 +188,7 @@ def define_pipeline_flags():
           "alternates one backward and one forward; it holds at most stages-s micro-batches' "
           "activations, with the same idle share. Needs num_micro_batches >= pipeline_stages. "
           "Without --num_micro_batches, 1f1b uses one micro-batch per stage. The update is the same.",
-          enum_values=["gpipe", "1f1b"])
+          enum_values=list(pipeline.SCHEDULES))
   _define("enum", "placement", "intra_first",
           "Several processes with --pipeline_stages: which devices form a tower. intra_first: "
           "each process holds whole towers on its own devices and the processes reduce "
@@ -189,17 +196,17 @@ def define_pipeline_flags():
           "(stage s on process s, the same local device), so only activations cross the "
           "network and each stage's gradients are reduced inside one process; the chief "
           "builds the one graph and reads the data, the others serve their devices.",
-          enum_values=["intra_first", "inter_first"])
+          enum_values=list(tower_utils.PLACEMENTS))
 
 
 def define_cluster_flags():
   """Multi-process training: which processes form the run (see parallel/cluster.py)."""
   _define("string", "worker_hosts", None,
           "Training on several machines: host:port of every process (one per machine, each "
-          "with --n_gpus towers), comma-separated, the same list everywhere; with "
+          "with --n_gpus devices), comma-separated, the same list everywhere; with "
           "--task_index. Without it, TF_CONFIG (Kubernetes/Kubeflow, Vertex AI) or Slurm's srun "
           "environment are used when set; with none of them the run is one process. The global "
-          "batch is train_batch_size * n_gpus * processes * grad_accum_steps.")
+          "batch is train_batch_size * towers * processes * grad_accum_steps.")
   _define("integer", "task_index", None,
           "With --worker_hosts: this process's position in the list. Task 0 is the chief: it "
           "restores and writes checkpoints, summaries, eval_results.txt, predict.txt and "
@@ -215,6 +222,9 @@ def define_cluster_flags():
 
 def define_speed_flags():
   """Mixed precision, XLA, gradient reduction, accumulation and the optimizer (training only)."""
+  # The choices are those of the modules that implement them (see define_pipeline_flags).
+  import optimization  # pylint: disable=g-import-not-at-top
+  import tower_utils  # pylint: disable=g-import-not-at-top
   _define("bool", "use_fp16", False,
           "Mixed precision with float16 compute (GPUs with tensor cores): float32 variables and "
           "checkpoints, layer norm, softmax cross-entropy and losses in float32, dynamic loss "
@@ -231,15 +241,15 @@ def define_speed_flags():
           "devices, gradients summed on the owning device (best on one host / few GPUs); "
           "allreduce = one copy per device kept identical by a packed NCCL (GPU) or ring (CPU) "
           "all-reduce (best on many GPUs or PCIe without peer-to-peer). See tower_utils.py.",
-          enum_values=["shared", "allreduce"])
+          enum_values=list(tower_utils.REDUCTIONS))
   _define("integer", "grad_accum_steps", 1,
           "Gradient accumulation: micro-batches per update. The effective batch per update is "
-          "train_batch_size * n_gpus * grad_accum_steps, with one gradient reduction per update; "
-          "global_step counts updates.")
+          "train_batch_size * towers * processes * grad_accum_steps, with one gradient "
+          "reduction per update; global_step counts updates.")
   _define("enum", "optimizer", "adamw",
           "adamw = BERT's Adam with decoupled weight decay; lamb = LAMB (layer-wise trust "
           "ratio) for very large batches. Both use the stock slots adam_m/adam_v.",
-          enum_values=["adamw", "lamb"])
+          enum_values=list(optimization.OPTIMIZERS))
   _define("float", "allreduce_pack_mb", 32.0,
           "--reduction=allreduce: gradients are packed into buffers of about this many MB, "
           "one all-reduce per buffer.")
@@ -371,7 +381,7 @@ def define_predict_flags():
   _define("enum", "predict_format", "auto",
           "How to read --predict_file: tsv (the test file's layout, read as test.tsv is), "
           "text (one example per line) or auto (tsv when some line holds a tab, else text).",
-          enum_values=["auto", "tsv", "text"])
+          enum_values=list(predict_input.FORMATS))
   _define("string", "predict_output", None,
           "Where the predictions go, one line per example in input order (default "
           "output_dir/predict.txt; - for standard output). Scores go next to it as "
@@ -449,10 +459,8 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
       size differs from the config's vocab_size or that lacks a special token, casing that
       contradicts the checkpoint name, or a checkpoint of another shape.
   """
-  # Imported here so that defining flags stays free of TensorFlow/model imports.
-  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+  # Imported here so that importing this module stays free of TensorFlow and the model layer.
   import modeling  # pylint: disable=g-import-not-at-top
-  import tokenization  # pylint: disable=g-import-not-at-top
 
   if not FLAGS.bert_config_file:
     raise cli.InputError("--bert_config_file is required" + _no_training_run(setup))
@@ -468,7 +476,14 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
   _check_checkpoints_fit(setup, bert_config)
   if not need_tokenizer:
     return bert_config, None, None
+  return (bert_config,) + _load_tokenizer(setup, bert_config, special_tokens)
 
+
+def _load_tokenizer(setup, bert_config, special_tokens):
+  """(tokenizer, digest) of --vocab_file or --spm_model_file, checked against the config, the
+  casing of the checkpoint's name and `special_tokens` (see load_config_and_tokenizer)."""
+  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+  import tokenization  # pylint: disable=g-import-not-at-top
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, setup.init_checkpoint)
   if FLAGS.spm_model_file:
     cli.require_file(FLAGS.spm_model_file, "spm_model_file")
@@ -489,7 +504,7 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
       ", ".join(special_tokens))
   digest = input_pipeline.cache_key(input_pipeline.file_digest(vocab_path), FLAGS.do_lower_case,
                                     bool(FLAGS.spm_model_file))
-  return bert_config, tokenizer, digest
+  return tokenizer, digest
 
 
 def _no_training_run(setup):

@@ -10,12 +10,17 @@ was trained on. Flags given on the command line win.
 `from_flags()` is the first thing a run script's main does after checking its own mode flags.
 It checks the shared flags (one `error:` line for a bad value, before any expensive work),
 checks and creates --output_dir, and asks the one question of a multi-process run -- "am I the
-chief?" -- through the parallel spec. The answer decides where this process writes and what it
-restores:
+chief?" -- through the parallel spec. The answer is the process's role, which the script's main
+acts on in plain view, and decides where this process writes and what it restores:
 
-  the chief       output_dir = --output_dir, init_checkpoint = --init_checkpoint
-  another process output_dir = a private scratch directory (its feature caches; removed at
-                  exit), init_checkpoint = None (its weights come from the chief's broadcast)
+  the chief       trains, then evaluates, predicts and exports: output_dir = --output_dir,
+                  init_checkpoint = --init_checkpoint
+  another process trains on its shard of the data, then is done (main returns): output_dir =
+                  a private scratch directory (its feature caches; removed at exit),
+                  init_checkpoint = None (its weights come from the chief's broadcast)
+  a server        under --placement=inter_first, a process other than the chief builds nothing:
+                  its devices run the chief's one graph (`serves_chief_graph`; main calls
+                  `serve_chief_graph()` and returns). Nothing else of its setup is made.
 
 Everything after start-up reads these fields (`setup.output_dir`, `setup.init_checkpoint`),
 never FLAGS.output_dir or FLAGS.init_checkpoint, and never rebuilds the parallel spec.
@@ -64,14 +69,23 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
     return self.parallel.cluster.is_chief
 
   @property
+  def serves_chief_graph(self):
+    """Whether this process only serves its devices to the chief's graph (--placement=
+    inter_first, not the chief): its main calls serve_chief_graph() and returns."""
+    return tower_utils.serves_chief_graph(self.parallel)
+
+  def serve_chief_graph(self):
+    """Runs the chief's graph on this process's devices until the chief is done with them."""
+    tower_utils.serve_chief_graph(self.parallel)
+
+  @property
   def global_batch_size(self):
     """Training examples per update: train_batch_size * towers * processes * accumulation.
 
     Scripts that derive num_train_steps from epochs divide by this, so global_step counts
     updates of the effective batch.
     """
-    spec = self.parallel
-    return self.train_batch_size * spec.n_towers * spec.cluster.num_workers * spec.accum_steps
+    return tower_utils.global_batch_size(self.parallel, self.train_batch_size)
 
   def inference_parallel(self, n_towers=None):
     """The ParallelSpec of eval and predict: this process only, the same pipeline stages.
@@ -92,15 +106,15 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
     logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d processes "
                  "x %d accumulation steps), %d steps *****", num_examples,
                  self.global_batch_size, self.train_batch_size, spec.n_towers,
-                 spec.cluster.num_workers, spec.accum_steps, num_train_steps)
+                 spec.cluster.num_processes, spec.accum_steps, num_train_steps)
 
 
 def from_flags(trains=False):
   """The RunSetup of this process, from the flags; checks them first (InputError).
 
   A process that is not the chief of a multi-process run gets a scratch output_dir (removed at
-  exit) and no init_checkpoint. Under --placement=inter_first a process that is not the chief
-  serves the chief's graph here and exits.
+  exit) and no init_checkpoint. Under --placement=inter_first, one that is not the chief gets
+  a setup that only serves the chief's graph (serves_chief_graph: no output_dir, no lock).
 
   Args:
     trains: whether this run writes checkpoints; its chief then holds --output_dir's lock until
@@ -113,6 +127,11 @@ def from_flags(trains=False):
     _adopt_recorded_flags(FLAGS.output_dir)
   common_flags.check_shared_flags()
   spec = _parallel_spec()
+  if tower_utils.serves_chief_graph(spec):
+    return RunSetup(parallel=spec, output_dir=None, init_checkpoint=None,
+                    precision=_precision(), train_batch_size=FLAGS.train_batch_size)
+  if spec.cluster.in_graph:
+    tower_utils.start_chief_graph(spec)
   _require_output_dir()
   if trains and spec.cluster.is_chief:
     _lock(FLAGS.output_dir)
@@ -123,7 +142,7 @@ def from_flags(trains=False):
     init_checkpoint = None
     logging.info("This process is %s of %d; the chief %s writes --output_dir=%s. This process "
                  "caches its data in %s and takes its weights from the chief",
-                 spec.cluster.describe(), spec.cluster.num_workers, spec.cluster.describe(0),
+                 spec.cluster.describe(), spec.cluster.num_processes, spec.cluster.describe(0),
                  FLAGS.output_dir, output_dir)
   return RunSetup(parallel=spec, output_dir=output_dir, init_checkpoint=init_checkpoint,
                   precision=_precision(), train_batch_size=FLAGS.train_batch_size,
@@ -223,22 +242,27 @@ def _release(path):
 
 
 def _parallel_spec():
-  """The run's tower_utils.ParallelSpec, checked, from --n_gpus, the speed and cluster flags."""
+  """The run's tower_utils.ParallelSpec, checked, from --n_gpus (devices per process),
+  --pipeline_stages (devices per tower), the speed and the cluster flags."""
+  devices = cli.require_positive(FLAGS.n_gpus, "n_gpus")
   stages = cli.require_positive(FLAGS.pipeline_stages, "pipeline_stages")
   micro = _num_micro_batches(stages)
   if FLAGS.train_batch_size % micro:
     raise InputError("--train_batch_size=%d is not a multiple of --num_micro_batches=%d: "
                      "every micro-batch needs the same rows" % (FLAGS.train_batch_size, micro))
   run_cluster = cluster.resolve(FLAGS.worker_hosts, FLAGS.task_index, FLAGS.worker_port)
+  options = dict(reduction=FLAGS.reduction, accum_steps=FLAGS.grad_accum_steps,
+                 pack_mb=FLAGS.allreduce_pack_mb, collective_timeout_s=FLAGS.collective_timeout_s,
+                 pipeline_stages=stages, num_micro_batches=micro, recompute=FLAGS.recompute,
+                 pipeline_schedule=FLAGS.pipeline_schedule)
   if FLAGS.placement == "inter_first":
-    return _inter_first_spec(run_cluster, stages, micro)
-  if FLAGS.n_gpus % stages:
+    return tower_utils.parallel_spec(_in_graph_towers(run_cluster, devices, stages),
+                                     cluster=run_cluster.in_graph_view(),
+                                     placement="inter_first", **options)
+  if devices % stages:
     raise InputError("--n_gpus=%s is not a multiple of --pipeline_stages=%d: every tower "
-                     "needs %d devices, one per stage" % (FLAGS.n_gpus, stages, stages))
-  return tower_utils.parallel_spec(
-      FLAGS.n_gpus // stages, FLAGS.reduction, FLAGS.grad_accum_steps, FLAGS.allreduce_pack_mb,
-      run_cluster, FLAGS.collective_timeout_s, stages, micro, recompute=FLAGS.recompute,
-      pipeline_schedule=FLAGS.pipeline_schedule)
+                     "needs %d devices, one per stage" % (devices, stages, stages))
+  return tower_utils.parallel_spec(devices // stages, cluster=run_cluster, **options)
 
 
 def _num_micro_batches(stages):
@@ -253,30 +277,16 @@ def _num_micro_batches(stages):
   return micro
 
 
-def _inter_first_spec(run_cluster, stages, micro):
-  """The spec of --placement=inter_first, in the chief; any other process serves, then exits.
-
-  The chief's graph holds every tower of the run (n_gpus * processes / stages of them), so to
-  the rest of the program it is one process with remote devices.
-  """
+def _in_graph_towers(run_cluster, devices, stages):
+  """The towers of --placement=inter_first: the chief's one graph holds every tower of the run,
+  devices * processes / stages of them, so to the rest of the program it is one process with
+  remote devices."""
   processes = len(run_cluster.tasks)
   if processes < 2 or stages < 2:
     raise InputError("--placement=inter_first: expected several processes (--worker_hosts, "
                      "TF_CONFIG or Slurm; found %d) and --pipeline_stages > 1 (found %d)" %
                      (processes, stages))
-  if (FLAGS.n_gpus * processes) % stages:
+  if (devices * processes) % stages:
     raise InputError("--placement=inter_first: %d processes x --n_gpus=%d devices are not "
-                     "a multiple of --pipeline_stages=%d" % (processes, FLAGS.n_gpus, stages))
-  config = tower_utils.session_config(FLAGS.n_gpus, cluster=run_cluster)
-  if not run_cluster.is_chief:
-    cluster.serve_chief_graph(run_cluster, config, FLAGS.collective_timeout_s)
-    sys.exit(0)
-  in_graph = run_cluster.in_graph_view()
-  # Start listening now: the others wait for the chief.
-  cluster.session_target(in_graph, tower_utils.session_config(FLAGS.n_gpus, cluster=in_graph))
-  atexit.register(cluster.release_tasks, in_graph, config)
-  return tower_utils.parallel_spec(
-      FLAGS.n_gpus * processes // stages, FLAGS.reduction, FLAGS.grad_accum_steps,
-      FLAGS.allreduce_pack_mb, in_graph, FLAGS.collective_timeout_s, stages,
-      micro, placement="inter_first", recompute=FLAGS.recompute,
-      pipeline_schedule=FLAGS.pipeline_schedule)
+                     "a multiple of --pipeline_stages=%d" % (processes, devices, stages))
+  return devices * processes // stages

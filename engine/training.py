@@ -28,7 +28,6 @@ share of step time spent waiting in each logging interval.
 import collections
 import os
 import signal
-import sys
 import time
 
 from absl import logging
@@ -131,10 +130,9 @@ def metric(numerator, denominator):
 
 
 def global_batch_size(spec):
-  """Rows per update: batch_size_per_tower * n_towers * processes * accumulation steps."""
-  parallel = spec.parallel
-  return (spec.batch_size_per_tower * parallel.n_towers * parallel.cluster.num_workers *
-          parallel.accum_steps)
+  """Rows per update of TrainSpec `spec`: batch_size_per_tower * towers * processes *
+  accumulation steps."""
+  return tower_utils.global_batch_size(spec.parallel, spec.batch_size_per_tower)
 
 
 def build_train_graph(tower_fn, features, spec, new_parts=0):
@@ -296,9 +294,9 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   In a multi-process run every process calls this with the same spec. They meet first and
   agree on the flags and model (tower_utils.join_processes), take the step of the chief's
   latest checkpoint, and read disjoint shards of the data; only the chief restores, writes
-  checkpoints and summaries, and the others receive its weights (strategy.post_init_op). A
-  process other than the chief exits (status 0) when training is done: evaluation, prediction
-  and export are the chief's.
+  checkpoints and summaries, and the others receive its weights (strategy.post_init_op). Every
+  process returns when training is done; evaluation, prediction and export are the chief's
+  (the run script's main returns in the others).
 
   Args:
     tower_fn: callable(features dict of Tensors [batch_size_per_tower, ...], GlobalBatch) ->
@@ -318,77 +316,111 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
   checkpoint_lib.check_init_checkpoint(spec.init_checkpoint)
   checkpoint_lib.remove_partial_checkpoints(spec.output_dir)
   resume_from = checkpoint_lib.latest_checkpoint(spec.output_dir)
-  resume_step = checkpoint_lib.checkpoint_step(resume_from)
-  stopped = periodic_eval is not None and periodic_eval.patience_exhausted(resume_step)
-  # The chief's facts win: only it has the checkpoints and best_results.txt.
-  new_parts = 0
-  if spec.head_first_steps != 0 and spec.parallel.cluster.is_chief:
-    new_parts = head_first.new_parts(spec.init_checkpoint, spec.init_companions)
-  chiefs = tower_utils.join_processes(spec.parallel, _must_agree(spec, periodic_eval), {
-      "start_step": resume_step, "stopped_early": int(stopped),
-      "best_step": periodic_eval.best_step if stopped else 0, "new_parts": new_parts})
+  chiefs = _join(spec, periodic_eval, checkpoint_lib.checkpoint_step(resume_from))
   start_step = chiefs["start_step"]
-  if start_step >= spec.num_train_steps:
-    logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
-                 spec.output_dir, start_step, spec.num_train_steps)
+  if _nothing_to_train(spec, chiefs):
     return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
-  if chiefs["stopped_early"]:
-    logging.info("Training stopped early at step %d (no improvement since step %d); nothing "
-                 "to train", start_step, chiefs["best_step"])
-    return _end_of_training(spec, {"global_step": start_step, "loss": float("nan")})
+  _log_plan(spec, start_step)
   parallel = spec.parallel
-  logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
-               "batch %d, steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
-               parallel.n_towers, parallel.cluster.num_workers, spec.batch_size_per_tower,
-               parallel.accum_steps, global_batch_size(spec), start_step, spec.num_train_steps,
-               spec.precision, "on" if spec.use_xla else "off", parallel.reduction,
-               spec.optimizer)
-
   graph = tf.Graph()
   with graph.as_default():
-    tf.set_random_seed(spec.seed)
-    with tf.device(tower_utils.input_device(parallel)):
-      # A resumed run gets a new shuffle order rather than replaying the first batches.
-      dataset = input_fn(spec.batch_size_per_tower * parallel.n_towers, spec.seed + start_step,
-                         tower_utils.input_shard(parallel))
-      features = tf.data.make_one_shot_iterator(stamp_ready_time(dataset)).get_next()
-    train_graph = build_train_graph(tower_fn, features, spec, chiefs["new_parts"])
-    chief = train_graph.strategy.is_chief
-    if chief:
-      _note_schedule(spec, start_step, train_graph.hold)
-    if start_step == 0 and spec.init_checkpoint and chief:
-      checkpoint_lib.restore_from_init_checkpoint(
-          spec.init_checkpoint, train_graph.strategy.savable_variables(), spec.init_companions)
-    tf.summary.scalar("loss", train_graph.loss)
-    tf.summary.scalar("learning_rate", train_graph.learning_rate)
-    if train_graph.loss_scale is not None:
-      tf.summary.scalar("loss_scale", train_graph.loss_scale)
-    summary_op = tf.summary.merge_all()
-    with tf.device(tower_utils.input_device(parallel)):  # Files are the chief's.
-      saver = tf.train.Saver(train_graph.strategy.savable_variables(),
-                             max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
-    init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
-    consistency = train_graph.strategy.consistency_check()
-    finite = checkpoint_lib.all_finite(train_graph.strategy.savable_variables())
-    early_stop = _EarlyStop(periodic_eval, train_graph.strategy) if periodic_eval else None
+    run = _build_run(tower_fn, input_fn, spec, start_step, chiefs["new_parts"], periodic_eval)
     graph.finalize()
-
+    chief = run.train_graph.strategy.is_chief
     writer = tf.summary.FileWriter(spec.output_dir, graph) if chief else None
-    checkpoints = checkpoint_lib.Checkpoints(saver if chief else None, spec.output_dir, finite, resume_from)
+    checkpoints = checkpoint_lib.Checkpoints(run.saver if chief else None, spec.output_dir,
+                                             run.finite, resume_from)
     with tower_utils.new_session(parallel, spec.use_xla) as sess:
-      sess.run(init_op)
+      sess.run(run.init_op)
       checkpoints.restore(sess)
       with cluster.peer_faults(parallel):
-        sess.run(train_graph.sync_op)
-        _check_consistent(sess, consistency, parallel, "start")
-        result = _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer,
-                             early_stop)
-        _check_consistent(sess, consistency, parallel, "end")
+        sess.run(run.train_graph.sync_op)
+        _check_consistent(sess, run.consistency, parallel, "start")
+        result = _train_loop(sess, run.train_graph, spec, run.summary_op, checkpoints, writer,
+                             run.early_stop)
+        _check_consistent(sess, run.consistency, parallel, "end")
     if writer:
       writer.close()
     if periodic_eval:
       periodic_eval.close()
-  return _end_of_training(spec, result, chief)
+  return _end_of_training(spec, result)
+
+
+def _nothing_to_train(spec, chiefs):
+  """Whether the chief's checkpoint is already at the last step or stopped early (logged)."""
+  start_step = chiefs["start_step"]
+  if start_step >= spec.num_train_steps:
+    logging.info("Checkpoint in %s is already at step %d >= num_train_steps=%d; nothing to train",
+                 spec.output_dir, start_step, spec.num_train_steps)
+    return True
+  if chiefs["stopped_early"]:
+    logging.info("Training stopped early at step %d (no improvement since step %d); nothing "
+                 "to train", start_step, chiefs["best_step"])
+    return True
+  return False
+
+
+def _log_plan(spec, start_step):
+  """Logs the global batch and its factors, the steps to run and the speed options."""
+  parallel = spec.parallel
+  logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
+               "batch %d, steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
+               parallel.n_towers, parallel.cluster.num_processes, spec.batch_size_per_tower,
+               parallel.accum_steps, global_batch_size(spec), start_step, spec.num_train_steps,
+               spec.precision, "on" if spec.use_xla else "off", parallel.reduction,
+               spec.optimizer)
+
+
+def _join(spec, periodic_eval, resume_step):
+  """Meets the other processes (tower_utils.join_processes); returns the chief's facts:
+  start_step, stopped_early, best_step and new_parts (the chief's win: only it has the
+  checkpoints and best_results.txt)."""
+  stopped = periodic_eval is not None and periodic_eval.patience_exhausted(resume_step)
+  new_parts = 0
+  if spec.head_first_steps != 0 and spec.parallel.cluster.is_chief:
+    new_parts = head_first.new_parts(spec.init_checkpoint, spec.init_companions)
+  return tower_utils.join_processes(spec.parallel, _must_agree(spec, periodic_eval), {
+      "start_step": resume_step, "stopped_early": int(stopped),
+      "best_step": periodic_eval.best_step if stopped else 0, "new_parts": new_parts})
+
+
+# What _build_run puts in the default graph for the loop: the TrainGraph, the merged summaries,
+# the Saver, the init op, the processes' weight checksums, the all-finite check of the saved
+# variables and the _EarlyStop (or None).
+_Run = collections.namedtuple("_Run", ["train_graph", "summary_op", "saver", "init_op",
+                                       "consistency", "finite", "early_stop"])
+
+
+def _build_run(tower_fn, input_fn, spec, start_step, new_parts, periodic_eval):
+  """Builds the input pipeline, the TrainGraph and what the loop runs with it (a _Run) in the
+  default graph; the chief records the schedule and, at step 0, restores init_checkpoint."""
+  parallel = spec.parallel
+  tf.set_random_seed(spec.seed)
+  with tf.device(tower_utils.input_device(parallel)):
+    # A resumed run gets a new shuffle order rather than replaying the first batches.
+    dataset = input_fn(spec.batch_size_per_tower * parallel.n_towers, spec.seed + start_step,
+                       tower_utils.input_shard(parallel))
+    features = tf.data.make_one_shot_iterator(stamp_ready_time(dataset)).get_next()
+  train_graph = build_train_graph(tower_fn, features, spec, new_parts)
+  strategy = train_graph.strategy
+  if strategy.is_chief:
+    _note_schedule(spec, start_step, train_graph.hold)
+  if start_step == 0 and spec.init_checkpoint and strategy.is_chief:
+    checkpoint_lib.restore_from_init_checkpoint(
+        spec.init_checkpoint, strategy.savable_variables(), spec.init_companions)
+  tf.summary.scalar("loss", train_graph.loss)
+  tf.summary.scalar("learning_rate", train_graph.learning_rate)
+  if train_graph.loss_scale is not None:
+    tf.summary.scalar("loss_scale", train_graph.loss_scale)
+  summary_op = tf.summary.merge_all()
+  with tf.device(tower_utils.input_device(parallel)):  # Files are the chief's.
+    saver = tf.train.Saver(strategy.savable_variables(),
+                           max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)
+  return _Run(train_graph, summary_op, saver,
+              tf.group(tf.global_variables_initializer(), tf.local_variables_initializer()),
+              strategy.consistency_check(),
+              checkpoint_lib.all_finite(strategy.savable_variables()),
+              _EarlyStop(periodic_eval, strategy) if periodic_eval else None)
 
 
 def _note_schedule(spec, start_step, hold):
@@ -442,27 +474,24 @@ def _must_agree(spec, periodic_eval=None):
   ])
 
 
-def _end_of_training(spec, result, chief=None):
-  """Returns `result` in the chief; ends any other process of a multi-process run."""
-  if chief is None:
-    chief = spec.parallel.cluster.is_chief
-  if chief:
-    return result
-  logging.info("Training done at step %d; the chief (%s) evaluates, predicts and exports",
-               result["global_step"], spec.parallel.cluster.describe(0))
-  sys.exit(0)
+def _end_of_training(spec, result):
+  """Returns `result`; a process other than the chief says that its part is done."""
+  if not spec.parallel.cluster.is_chief:
+    logging.info("Training done at step %d; the chief (%s) evaluates, predicts and exports",
+                 result["global_step"], spec.parallel.cluster.describe(0))
+  return result
 
 
 def _check_consistent(sess, consistency, parallel, when):
   """Raises RuntimeError unless every process holds the same weights (a multi-process check)."""
-  if parallel.cluster.num_workers == 1:
+  if parallel.cluster.num_processes == 1:
     return
   low, high = sess.run(consistency)
   if low != high:
     raise RuntimeError("at the %s of training the processes' weights differ (checksums %r to "
                        "%r)" % (when, low, high))
   logging.info("Weights identical in all %d processes at the %s of training (checksum %.17g)",
-               parallel.cluster.num_workers, when, low)
+               parallel.cluster.num_processes, when, low)
 
 
 class _EarlyStop(object):
@@ -487,7 +516,7 @@ class _EarlyStop(object):
   def __call__(self, sess, step, checkpoint):
     """Evaluates `checkpoint` of `step` (the chief); returns whether every process stops."""
     stop = self._strategy.is_chief and self._periodic_eval(step, checkpoint)
-    if self._strategy.cluster.num_workers == 1:
+    if self._strategy.cluster.num_processes == 1:
       return stop
     return sess.run(self._votes, {self._vote: float(stop)}) > 0
 
@@ -517,15 +546,8 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
   try:
     while step < spec.num_train_steps:
       log_now = (step + 1) % spec.log_every_n_steps == 0 or step + 1 == spec.num_train_steps
-      fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate,
-                 "grad_norm": train_graph.grad_norm}
-      if log_now:
-        fetches["summary"] = summary_op
-      if train_graph.loss_scale is not None:
-        fetches["loss_scale"] = train_graph.loss_scale
-      if train_graph.metrics:
-        fetches["metrics"] = train_graph.metrics
-      results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps, fetches)
+      results, loss, waited = run_update(sess, train_graph, spec.parallel.accum_steps,
+                                         _update_fetches(train_graph, summary_op, log_now))
       if int(results["step"]) == step:
         skips = _log_skipped_step(step, results["loss_scale"], skips + 1, checkpoints, watch)
         logger.add_input_wait(waited)
@@ -556,15 +578,34 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
   else:
     _save_finite(sess, step, checkpoints, watch)
   if watch.onset is not None:
-    logging.warning(
-        "training ended at step %d with the loss (%g) outside its normal range since step %d "
-        "(the lowest smoothed loss was %g): the weights are finite but may be far from useful; "
-        "the checkpoints before step %d were saved in the normal range. If the results are "
-        "poor, rerun with a lower --learning_rate in a new --output_dir", step, loss_value,
-        watch.onset, watch.lowest_loss, watch.onset - 1)
+    _warn_out_of_range(step, loss_value, watch)
   if early_stop is not None:
     early_stop.final(step, checkpoints.latest)
   return {"global_step": step, "loss": float(loss_value)}
+
+
+def _update_fetches(train_graph, summary_op, log_now):
+  """What the applying run of an update fetches: the step, learning rate and gradient norm, the
+  loss scale and metrics when the graph has them, the summaries when the step is logged."""
+  fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate,
+             "grad_norm": train_graph.grad_norm}
+  if log_now:
+    fetches["summary"] = summary_op
+  if train_graph.loss_scale is not None:
+    fetches["loss_scale"] = train_graph.loss_scale
+  if train_graph.metrics:
+    fetches["metrics"] = train_graph.metrics
+  return fetches
+
+
+def _warn_out_of_range(step, loss_value, watch):
+  """The end of a run whose loss left its normal range (divergence.Watch) and stayed finite."""
+  logging.warning(
+      "training ended at step %d with the loss (%g) outside its normal range since step %d "
+      "(the lowest smoothed loss was %g): the weights are finite but may be far from useful; "
+      "the checkpoints before step %d were saved in the normal range. If the results are "
+      "poor, rerun with a lower --learning_rate in a new --output_dir", step, loss_value,
+      watch.onset, watch.lowest_loss, watch.onset - 1)
 
 
 def _save_finite(sess, step, checkpoints, watch):

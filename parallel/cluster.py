@@ -62,18 +62,20 @@ class Cluster(object):
     self.in_graph = in_graph
 
   @property
-  def num_workers(self):
-    """Processes that build a graph and read data (1 without a cluster, or in-graph)."""
+  def num_processes(self):
+    """Processes that build a graph and read data: every task, or 1 (one process, or an in-graph
+    run, whose chief alone builds)."""
     return 1 if self.in_graph else max(len(self.tasks), 1)
 
   def in_graph_view(self):
-    """The chief's view of a run whose one graph spans every task (--placement=inter_first).
+    """This task's view of a run whose one graph spans every task (--placement=inter_first).
 
     The chief builds the only graph, reads all the data and places ops on the other tasks'
-    devices; they only serve (`serve_chief_graph`). To the engine this is one process whose
-    devices carry task names: no handshake collectives, no broadcast, no per-process shards.
+    devices; they only serve (`serve_chief_graph`). To the chief's engine this is one process
+    whose devices carry task names: no handshake collectives, no broadcast, no per-process
+    shards.
     """
-    return Cluster(self.tasks, 0, self.source, in_graph=True)
+    return Cluster(self.tasks, self.rank, self.source, in_graph=True)
 
   @property
   def is_chief(self):
@@ -234,13 +236,13 @@ _SERVER = {}
 
 def session_config(cluster, config):
   """`config` plus what a Session of this task needs: the collective group leader, and device
-  filters that show it only its own devices."""
+  filters that show it only its own devices (all of them to the chief of an in-graph run)."""
   if not cluster.tasks:
     return config
   config = tf.ConfigProto.FromString(config.SerializeToString())
   config.experimental.collective_group_leader = cluster.device_prefix(0)
   del config.device_filters[:]
-  if not cluster.in_graph:
+  if not (cluster.in_graph and cluster.is_chief):
     config.device_filters.append(cluster.device_prefix())
   return config
 
@@ -387,8 +389,8 @@ def handshake(cluster, config, must_agree, from_chief, timeout_s):
   with tf.Graph().as_default():
     with tf.device(cluster.device_prefix() + "/device:CPU:0"):
       gathered = collective_ops.all_gather(
-          tf.constant([mine], tf.int64), cluster.num_workers,
-          collective.group_key([cluster.device_prefix(r) for r in range(cluster.num_workers)]),
+          tf.constant([mine], tf.int64), cluster.num_processes,
+          collective.group_key([cluster.device_prefix(r) for r in range(cluster.num_processes)]),
           collective.instance_key(), communication_hint="ring", timeout=timeout_s)
     try:
       with tf.Session(target, config=session_config(cluster, config)) as sess:
@@ -405,14 +407,14 @@ def handshake(cluster, config, must_agree, from_chief, timeout_s):
         raise InputError("%s has a different %s than the chief, %s%s: start every process with "
                          "the same flags, model and training data" %
                          (cluster.describe(rank), name, cluster.describe(0), values))
-  logging.info("All %d processes joined and agree on %s", cluster.num_workers,
+  logging.info("All %d processes joined and agree on %s", cluster.num_processes,
                ", ".join(must_agree))
   return {name: int(chief[len(must_agree) + i]) for i, name in enumerate(from_chief)}
 
 
 def _why_not_joined(cluster, timeout_s, error):
   """The one-line reason for a failed handshake: which tasks do not answer, if we can tell."""
-  silent = [r for r in range(cluster.num_workers)
+  silent = [r for r in range(cluster.num_processes)
             if r != cluster.rank and not _reachable(cluster.tasks[r].address)]
   if silent:
     return ("%s not reachable after %d s: nothing listens there (not started, crashed, or a "

@@ -92,7 +92,7 @@ class ParallelStrategy(object):
   @property
   def num_towers_total(self):
     """Towers in all processes together."""
-    return len(self.tower_devices) * self.cluster.num_workers
+    return len(self.tower_devices) * self.cluster.num_processes
 
   # Variables.
   def replica_of_tower(self, i):
@@ -163,7 +163,7 @@ class ParallelStrategy(object):
   # Processes.
   def _group(self, suffix):
     """Device `suffix` (e.g. '/device:CPU:0') of every process, in rank order."""
-    return [self.cluster.device_prefix(r) + suffix for r in range(self.cluster.num_workers)]
+    return [self.cluster.device_prefix(r) + suffix for r in range(self.cluster.num_processes)]
 
   @staticmethod
   def _suffix(device):
@@ -172,13 +172,13 @@ class ParallelStrategy(object):
   def _in_process(self, device, rank):
     """The counterpart of this graph's `device` in process `rank` (itself in a one-graph run,
     whose devices may already name other tasks)."""
-    if self.cluster.num_workers == 1:
+    if self.cluster.num_processes == 1:
       return device
     return self.cluster.device_prefix(rank) + self._suffix(device)
 
   def sum_over_processes(self, value):
     """A float32 scalar summed over all processes (itself in a one-process run)."""
-    if self.cluster.num_workers == 1:
+    if self.cluster.num_processes == 1:
       return value
     reducer = collective.PackedAllReduce([tf.TensorShape([])],
                                          self._group(self._suffix(self.devices[0])),
@@ -192,7 +192,7 @@ class ParallelStrategy(object):
       parts = [tf.cast(v, tf.float64) for v in self._checksummed()]
       checksum = tf.add_n([tf.reduce_sum(p) + tf.reduce_sum(p * p) for p in parts] or
                           [tf.constant(0.0, tf.float64)])
-    if self.cluster.num_workers == 1:
+    if self.cluster.num_processes == 1:
       return checksum, checksum
     group = self._group(self._suffix(self.devices[0]))
     low = collective.PackedAllReduce([tf.TensorShape([])], group, self.pack_mb, self.timeout_s,
@@ -207,7 +207,7 @@ class ParallelStrategy(object):
 
   def _broadcast_from_chief(self, variables):
     """Op giving `variables` (this process's, the same in every process) the chief's values."""
-    if self.cluster.num_workers == 1:
+    if self.cluster.num_processes == 1:
       return tf.no_op()
     local = collections.OrderedDict((self._suffix(d), d)
                                     for d in distinct(sum(self.tower_stages, [])))
@@ -372,7 +372,7 @@ class AllReduceStrategy(ParallelStrategy):
     reduced = [[None] * len(variables) for _ in self.devices]
     for stage in range(self.num_stages):
       members = [self._in_process(stages[stage], p)
-                 for p in range(self.cluster.num_workers) for stages in replica_stages]
+                 for p in range(self.cluster.num_processes) for stages in replica_stages]
       shapes = [v.shape if stage_of[j] == stage and device_sums[0][j] is not None else None
                 for j, v in enumerate(variables)]
       if len(members) == 1:

@@ -89,8 +89,9 @@ def run(reduction, accum, cluster, init_values, stages=1, placement="intra_first
         schedule="gpipe"):
   """Two updates; returns {"loss_k", "grad/<var>" (update 1), "<var>" (after), "devices" (each
   tower's stage devices), "variable_devices" (name=device of replica 0)} as numpy."""
-  n_towers = TOWERS_TOTAL // cluster.num_workers // stages
-  parallel = tower_utils.parallel_spec(n_towers, reduction, accum, pack_mb=0.01, cluster=cluster,
+  n_towers = TOWERS_TOTAL // cluster.num_processes // stages
+  parallel = tower_utils.parallel_spec(n_towers, reduction=reduction, accum_steps=accum,
+                                       pack_mb=0.01, cluster=cluster,
                                        collective_timeout_s=60, pipeline_stages=stages,
                                        num_micro_batches=stages, placement=placement,
                                        pipeline_schedule=schedule)
@@ -100,7 +101,7 @@ def run(reduction, accum, cluster, init_values, stages=1, placement="intra_first
       num_train_steps=10,
       num_warmup_steps=0, learning_rate=1e-2, init_checkpoint=None, save_checkpoints_steps=100,
       log_every_n_steps=1, keep_checkpoint_max=1, seed=0)
-  rows = process_rows(cluster.rank, cluster.num_workers, accum)
+  rows = process_rows(cluster.rank, cluster.num_processes, accum)
   feed = {k: v[rows] for k, v in data().items()}
   with tf.Graph().as_default():
     tf.set_random_seed(7)
@@ -157,7 +158,7 @@ def main():
       out = run(reduction, accum, cluster, init_values, 2, schedule="1f1b")
       np.savez(os.path.join(args.out, "%s_%d_1f1b_task%d.npz" % (reduction, accum,
                                                                    cluster.rank)), **out)
-  config = tower_utils.session_config(TOWERS_TOTAL // cluster.num_workers, cluster=cluster)
+  config = tower_utils.session_config(TOWERS_TOTAL // cluster.num_processes, cluster=cluster)
   inter_first = [case + ("gpipe",) for case in INTER_FIRST_CASES] + [
       (reduction, accum, 2, "1f1b") for reduction, accum, placement in ONE_F_ONE_B_CASES
       if placement == "inter_first"]

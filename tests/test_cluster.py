@@ -11,12 +11,12 @@ from parallel import cluster
 def test_no_source_is_one_process():
   single = cluster.resolve(None, None, environ={})
   assert single is cluster.SINGLE_PROCESS
-  assert (single.num_workers, single.is_chief, single.device_prefix()) == (1, True, "")
+  assert (single.num_processes, single.is_chief, single.device_prefix()) == (1, True, "")
 
 
 def test_worker_hosts_and_task_index():
   c = cluster.resolve("h0:2222,h1:2222,h2:3333", 2, environ={"TF_CONFIG": "ignored"})
-  assert (c.num_workers, c.rank, c.is_chief) == (3, 2, False)
+  assert (c.num_processes, c.rank, c.is_chief) == (3, 2, False)
   assert c.device_prefix() == "/job:worker/replica:0/task:2"
   assert c.device_prefix(0) == "/job:worker/replica:0/task:0"
   assert c.cluster_spec() == {"worker": ["h0:2222", "h1:2222", "h2:3333"]}

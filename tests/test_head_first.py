@@ -52,7 +52,7 @@ def _batch(seed):
 
 def _spec(n_towers=1, reduction="shared", accum_steps=1, pipeline_stages=1, precision="fp32",
           head_first_steps=None):
-  parallel = tower_utils.parallel_spec(n_towers, reduction, accum_steps,
+  parallel = tower_utils.parallel_spec(n_towers, reduction=reduction, accum_steps=accum_steps,
                                        pipeline_stages=pipeline_stages,
                                        num_micro_batches=2 if pipeline_stages > 1 else 1)
   return training.TrainSpec(

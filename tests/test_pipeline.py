@@ -154,7 +154,7 @@ def test_pretraining_heads_with_the_tied_embedding_update_like_the_unsplit_model
 
 @pytest.mark.parametrize("reduction", ["shared", "allreduce"])
 def test_two_stages_times_two_replicas_update_like_one_tower(classifier_reference, reduction):
-  spec = tower_utils.parallel_spec(2, reduction, pipeline_stages=2, num_micro_batches=2)
+  spec = tower_utils.parallel_spec(2, reduction=reduction, pipeline_stages=2, num_micro_batches=2)
   run = _one_update(_classifier_tower, _classifier_data(), spec, classifier_reference[2])
   _assert_same_update(classifier_reference, run)
   strategy = run[5]

@@ -82,7 +82,7 @@ def one_tower_run():
 ])
 def test_reductions_and_accumulation_equal_one_tower_with_the_whole_batch(
     one_tower_run, monkeypatch, reduction, devices, accum):
-  monkeypatch.setattr(tower_utils, "tower_devices", lambda n, cluster=None: list(devices))
+  monkeypatch.setattr(tower_utils, "process_devices", lambda n, cluster=None: list(devices))
   n_towers = len(devices)
   spec = _spec(n_towers=n_towers, batch_size_per_tower=ROWS_PER_UPDATE // (n_towers * accum),
                reduction=reduction, accum_steps=accum)
@@ -110,7 +110,7 @@ def test_allreduce_replicas_live_on_their_devices_and_packs_follow_variable_orde
   with tf.Graph().as_default():
     features = {k: tf.constant(v) for k, v in _data().items()}
     result = tower_utils.build_towers(
-        _tower_fn, features, tower_utils.parallel_spec(2, "allreduce", pack_mb=0.001))
+        _tower_fn, features, tower_utils.parallel_spec(2, reduction="allreduce", pack_mb=0.001))
     assert len(result.replica_grads_and_vars) == 2
     for replica, grads_and_vars in enumerate(result.replica_grads_and_vars):
       for grad, var in grads_and_vars:
@@ -294,7 +294,7 @@ def test_speed_flags_reach_the_train_spec_and_the_global_batch(tmp_path):
     spec = common_flags.train_spec(setup, 100, 10)
     assert (spec.precision, spec.use_xla, spec.parallel.reduction, spec.parallel.accum_steps,
             spec.optimizer, spec.parallel.pack_mb) == ("bf16", True, "allreduce", 4, "lamb", 8.0)
-    assert spec.parallel.n_towers == 2 and spec.parallel.cluster.num_workers == 1
+    assert spec.parallel.n_towers == 2 and spec.parallel.cluster.num_processes == 1
     FLAGS.unparse_flags()
     FLAGS(["run_classifier_mgpu.py", "--use_fp16", "--use_bf16"])
     with pytest.raises(Exception, match="exclude each other"):

@@ -149,10 +149,10 @@ def test_each_tower_runs_on_its_own_device_and_each_variable_exists_once():
 
 def test_towers_round_robin_over_visible_gpus(monkeypatch):
   monkeypatch.setattr(tower_utils, "num_visible_gpus", lambda: 2)
-  assert tower_utils.tower_devices(5) == ["/device:GPU:0", "/device:GPU:1", "/device:GPU:0",
-                                          "/device:GPU:1", "/device:GPU:0"]
+  assert tower_utils.process_devices(5) == ["/device:GPU:0", "/device:GPU:1", "/device:GPU:0",
+                                            "/device:GPU:1", "/device:GPU:0"]
   monkeypatch.setattr(tower_utils, "num_visible_gpus", lambda: 0)
-  assert tower_utils.tower_devices(3) == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
+  assert tower_utils.process_devices(3) == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
   assert tower_utils.session_config(3).device_count["CPU"] == 3
 
 
@@ -168,7 +168,7 @@ def test_device_map_is_logged_with_the_physical_card(monkeypatch, caplog):
 
 @pytest.mark.parametrize("bad", [0, -1])
 def test_fewer_than_one_tower_is_an_input_error(bad):
-  with pytest.raises(InputError, match="--n_gpus=%d: expected an integer >= 1" % bad):
+  with pytest.raises(InputError, match="n_towers=%d: expected an integer >= 1" % bad):
     tower_utils.parallel_spec(bad)
 
 
