@@ -215,6 +215,17 @@ def _hold_still(replica_grads_and_vars, hold, global_step, lr_factors):
   return gated, factors
 
 
+def _layer_factors(replica_grads_and_vars, layerwise_lr_decay):
+  """layerwise_lr_factors of every replica's variables (logged), or None for decay 1.0."""
+  if layerwise_lr_decay == 1.0:
+    return None
+  factors = layerwise_lr_factors(
+      [v.op.name for grads_and_vars in replica_grads_and_vars for _, v in grads_and_vars],
+      layerwise_lr_decay)
+  _log_layer_factors(factors, layerwise_lr_decay)
+  return factors
+
+
 def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_warmup_steps,
                                global_step=None, clip_norm=CLIP_NORM, optimizer="adamw",
                                loss_scale=None, layerwise_lr_decay=1.0, hold=None):
@@ -269,12 +280,7 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
   restart_at = hold.until_step if hold is not None else 0
   learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps,
                                          restart_at)
-  lr_factors = None
-  if layerwise_lr_decay != 1.0:
-    lr_factors = layerwise_lr_factors(
-        [v.op.name for grads_and_vars in replica_grads_and_vars for _, v in grads_and_vars],
-        layerwise_lr_decay)
-    _log_layer_factors(lr_factors, layerwise_lr_decay)
+  lr_factors = _layer_factors(replica_grads_and_vars, layerwise_lr_decay)
   if restart_at:
     replica_grads_and_vars, lr_factors = _hold_still(replica_grads_and_vars, hold, global_step,
                                                      lr_factors)

@@ -121,14 +121,14 @@ common_flags.declare_flag_effects(common_flags.OTHER, "max_eval_steps")
 
 
 flags.DEFINE_integer(
-    "head_first_steps", -1,
+    "head_first_steps", 0,
     "Updates during which the weights that --init_checkpoint restores stay frozen while what it "
     "lacks (the MLM head of a converted encoder; ELECTRA's generator and replaced-token head) "
     "learns; then everything trains, the learning-rate schedule started again (warm-up over "
-    "--num_warmup_steps, decay to 0 at --num_train_steps). -1 (default): a tenth of "
-    "--num_train_steps when the checkpoint lacks "
-    "something, else 0 (a checkpoint with its heads, such as Google's, trains as stock). "
-    "0: train everything from the first update.")
+    "--num_warmup_steps, decay to 0 at --num_train_steps). A checkpoint with its heads (Google's) "
+    "trains as stock whatever this says. 0 (default, measured in docs/pretraining.md): "
+    "everything trains from the first update, which taught a converted MiniLM more of the "
+    "domain's new words; holding kept its ordinary-word accuracy better.")
 
 def warmup_steps():
   """--num_warmup_steps, by default a tenth of --num_train_steps; a warm-up longer than the run
@@ -346,8 +346,7 @@ def train(setup, data):
                  common_flags.train_spec(
                      setup, FLAGS.num_train_steps, warmup_steps(),
                      max_seq_length=fmt["max_seq_length"], effective=effective_flags(fmt),
-                     head_first_steps=None if FLAGS.head_first_steps == -1 else
-                     FLAGS.head_first_steps,
+                     head_first_steps=FLAGS.head_first_steps,
                      init_companions=objective.init_companions(setup.init_checkpoint)))
 
 

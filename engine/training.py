@@ -66,7 +66,7 @@ _TRAIN_SPEC_FIELDS = [
     "agreed_flags",  # ((flag, value), ...): the MODEL and UPDATE flags (common_flags), which
                      # every process of a run must share
     "head_first_steps",  # updates during which what init_checkpoint restores stays still
-                         # while the heads it lacks learn; None: engine/head_first's default
+                         # while the heads it lacks learn; (--head_first_steps, 0: none)
     "init_companions",  # ((checkpoint, scope), ...): more checkpoints to restore the
                         # variables under scope from (e.g. ELECTRA's generator)
 ]
@@ -88,9 +88,8 @@ class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
     if not 0.0 < spec.layerwise_lr_decay <= 1.0:
       raise InputError("--layerwise_lr_decay=%s: expected a number > 0 and <= 1" %
                        spec.layerwise_lr_decay)
-    if spec.head_first_steps is not None and spec.head_first_steps < 0:
-      raise InputError("--head_first_steps=%s: expected an integer >= 0, or -1 for the default"
-                       % spec.head_first_steps)
+    if spec.head_first_steps < 0:
+      raise InputError("--head_first_steps=%s: expected an integer >= 0" % spec.head_first_steps)
     if not isinstance(spec.parallel, tower_utils.ParallelSpec):
       raise TypeError("TrainSpec.parallel must be a tower_utils.ParallelSpec (parallel_spec())")
     return spec

@@ -13,7 +13,7 @@
 # ../shared/data/glue/MRPC or .../CoLA.
 # Arms (ARMS, default "mlm macbert electra"), all from the checkpoint, whole-word dynamic masking,
 # run_pretraining_mgpu.py's defaults otherwise (head first: the MLM head, ELECTRA's generator and
-# replaced-token head learn on the frozen checkpoint for the first quarter of the run):
+# replaced-token head learn on the frozen checkpoint for the first tenth of the run):
 #   mlm: [MASK] (masks drawn anew every pass); macbert: the words that would become [MASK] become
 #   similar words (build_similar_words.py on the text; needs gensim); electra: the discriminator is
 #   the checkpoint's encoder.

@@ -51,7 +51,7 @@ def _batch(seed):
 
 
 def _spec(n_towers=1, reduction="shared", accum_steps=1, pipeline_stages=1, precision="fp32",
-          head_first_steps=None):
+          head_first_steps=0):
   parallel = tower_utils.parallel_spec(n_towers, reduction=reduction, accum_steps=accum_steps,
                                        pipeline_stages=pipeline_stages,
                                        num_micro_batches=2 if pipeline_stages > 1 else 1)
@@ -135,11 +135,6 @@ def test_the_schedule_starts_again_after_the_phase():
   np.testing.assert_allclose(got, expected, atol=1e-6)
   np.testing.assert_allclose([optimization.learning_rate_at(s, 1.0, 30, 4, restart_at=10)
                               for s in steps], expected, atol=1e-6)
-
-
-def test_default_length_is_a_share_of_the_run():
-  assert head_first.default_steps(400) == int(round(head_first.DEFAULT_SHARE * 400))
-  assert head_first.default_steps(0) == 0
 
 
 def _write_checkpoint(path, names_and_shapes, seed=0):
@@ -258,15 +253,15 @@ def test_a_resumed_run_keeps_the_weights_frozen_until_the_phase_ends(tiny):
 
 def test_a_checkpoint_with_its_heads_trains_as_without_head_first(tiny):
   runs = {}
-  for name, flags in (("default", ()), ("off", ("--head_first_steps=0",))):
+  for name, flags in (("asked", ("--head_first_steps=3",)), ("off", ("--head_first_steps=0",))):
     out = tiny["root"] / ("google_" + name)
     result = _pretrain(tiny["root"], out, 4, "--init_checkpoint=%s" % tiny["full"], *flags)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Head first" not in result.stderr
     runs[name] = _values(str(out / "model.ckpt-4"), "")
-  assert runs["default"].keys() == runs["off"].keys()
-  for name in runs["default"]:
-    np.testing.assert_array_equal(runs["default"][name], runs["off"][name], err_msg=name)
+  assert runs["asked"].keys() == runs["off"].keys()
+  for name in runs["asked"]:
+    np.testing.assert_array_equal(runs["asked"][name], runs["off"][name], err_msg=name)
 
 
 def test_electra_continues_the_generator_saved_beside_the_checkpoint(tiny):
