@@ -12,8 +12,8 @@
 # CoLA: single sentences; Matthews correlation, accuracy). DATA_DIR: default
 # ../shared/data/glue/MRPC or .../CoLA.
 # Arms (ARMS, default "mlm macbert electra"), all from the checkpoint, whole-word dynamic masking,
-# run_pretraining_mgpu.py's defaults otherwise (head first: the MLM head, ELECTRA's generator and
-# replaced-token head learn on the frozen checkpoint for the first tenth of the run):
+# run_pretraining_mgpu.py's defaults otherwise (PRETRAIN_FLAGS="--head_first_steps=N" trains the
+# new heads alone on the frozen checkpoint first):
 #   mlm: [MASK] (masks drawn anew every pass); macbert: the words that would become [MASK] become
 #   similar words (build_similar_words.py on the text; needs gensim); electra: the discriminator is
 #   the checkpoint's encoder.

@@ -10,8 +10,7 @@
 #
 #   bash scripts/rare_term_table.sh [work_dir]     # default output/rare_terms
 #
-# Arms (ARMS, default "mlm macbert electra"), with run_pretraining_mgpu.py's defaults otherwise
-# (head first included):
+# Arms (ARMS, default "mlm macbert electra"), with run_pretraining_mgpu.py's defaults otherwise:
 #   mlm: the README's records (whole-word masks, static, --dupe_factor=5) and objective;
 #   macbert: unmasked records masked on the fly, [MASK] replaced by similar words
 #     (build_similar_words.py on domain.txt; needs gensim);
@@ -21,7 +20,7 @@
 #   TASK_SEED (1), TOPIC_SET (default | alternate) and TERM_SENTENCES (30: sentences of the
 #   domain text naming each term): which task benchmarks/rare_terms.py builds.
 #   PRETRAIN_LR (1e-4), PRETRAIN_FLAGS (""): more run_pretraining_mgpu.py flags for every arm
-#   (e.g. "--head_first_steps=0"; they name the runs' folder, so runs under other flags are
+#   (e.g. "--head_first_steps=40"; they name the runs' folder, so runs under other flags are
 #   kept apart). FINETUNE_EPOCHS (5), FINETUNE_LR (5e-5).
 #   TABLE_ONLY=1: print the table of the runs finished so far.
 # Every stage is skipped when its output exists, so a rerun continues.
