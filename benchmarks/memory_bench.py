@@ -21,7 +21,10 @@ table's gradient is sparse, only the rows looked up, and is not subtracted) from
 that the schedules' difference, which is activations, is read without the fixed part.
 
 Modes: plain (one device); recompute (--recompute=layer); gpipe and 1f1b (--pipeline_stages=K,
---num_micro_batches=M, K devices); 1f1b+recompute.
+--num_micro_batches=M, K devices); 1f1b+recompute; towers-shared and towers-allreduce (--towers
+in-graph replicas of --rows rows each, one device each, --reduction=shared or allreduce: the
+peak of every tower's device, and max/min over them, which the target wants <= 1.1: no device
+piling up more than the others, as the first GPU does under PyTorch's DataParallel).
 """
 
 import argparse
@@ -54,12 +57,16 @@ MODES = {  # mode -> parallel_spec keyword arguments (stages and micro-batches f
     "gpipe": {"pipeline_schedule": "gpipe", "pipelined": True},
     "1f1b": {"pipeline_schedule": "1f1b", "pipelined": True},
     "1f1b+recompute": {"pipeline_schedule": "1f1b", "recompute": "layer", "pipelined": True},
+    "towers-shared": {"reduction": "shared", "towers": True},
+    "towers-allreduce": {"reduction": "allreduce", "towers": True},
 }
+TOWER_MODES = ("towers-shared", "towers-allreduce")
 
 Measurement = collections.namedtuple("Measurement", [
     "peaks",  # per device of the tower (stage order), peak bytes live during the step
     "gradient_bytes",  # per device, bytes of the weight gradients of the variables there
     "step_s",  # seconds of one untraced step
+    "variable_bytes",  # per device, bytes that persist between steps: variables, Adam slots
 ])
 
 
@@ -67,8 +74,13 @@ def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--cases", default="base-128,base-512,large-128",
                  help="Comma-separated: " + ", ".join(CASES))
-  p.add_argument("--modes", default=",".join(MODES), help="Comma-separated: " + ", ".join(MODES))
-  p.add_argument("--rows", type=int, default=8, help="Rows per step (one tower).")
+  p.add_argument("--modes", default=",".join(m for m in MODES if m not in TOWER_MODES),
+                 help="Comma-separated: " + ", ".join(MODES) + " (default: all but the tower "
+                 "modes).")
+  p.add_argument("--rows", type=int, default=8,
+                 help="Rows per step of one tower (the tower modes: per tower).")
+  p.add_argument("--towers", type=int, default=4,
+                 help="Towers of the tower modes (in-graph replicas on as many devices).")
   p.add_argument("--stages", type=int, default=2, help="Pipeline stages K.")
   p.add_argument("--micro_batches", type=int, default=8, help="Micro-batches M.")
   p.add_argument("--timed_steps", type=int, default=2,
@@ -114,13 +126,15 @@ def measure(case, mode, args):
   options = dict(MODES[mode])
   if options.pop("pipelined", False):
     options.update(pipeline_stages=args.stages, num_micro_batches=args.micro_batches)
-  return measure_spec(config, seq, args.rows, tower_utils.parallel_spec(1, **options),
-                      args.timed_steps)
+  towers = args.towers if options.pop("towers", False) else 1
+  return measure_spec(config, seq, args.rows * towers,
+                      tower_utils.parallel_spec(towers, **options), args.timed_steps)
 
 
 def measure_spec(config, seq, rows, spec, timed_steps=2):
   """Measurement of one training step of the classifier on `config` with ParallelSpec `spec`
-  (the best of `timed_steps` untraced steps for the time)."""
+  (the best of `timed_steps` untraced steps for the time); `rows` are split over the towers,
+  and the peaks are of every device of every tower (tower order, stages within)."""
   with tf.Graph().as_default() as graph:
     tf.set_random_seed(1)
     features = pipeline_bench.random_features(rows, seq, config.vocab_size)
@@ -128,12 +142,13 @@ def measure_spec(config, seq, rows, spec, timed_steps=2):
                                       spec)
     train_op, _ = optimization.create_replicated_train_op(towers.replica_grads_and_vars, 1e-5,
                                                           100, 10)
-    devices = tower_utils.stage_devices(spec)[0]
-    dense = [v for g, v in towers.grads_and_vars
+    devices = [d for tower in tower_utils.stage_devices(spec) for d in tower]
+    dense = [v for grads_and_vars in towers.replica_grads_and_vars for g, v in grads_and_vars
              if g is not None and not isinstance(g, tf.IndexedSlices)]
-    gradient_bytes = [sum(4 * v.shape.num_elements() for v in dense
-                          if tf.DeviceSpec.from_string(v.device).to_string() ==
-                          tf.DeviceSpec.from_string(d).to_string()) for d in devices]
+    gradient_bytes = [sum(4 * v.shape.num_elements() for v in dense if _on(v, d))
+                      for d in devices]
+    variable_bytes = [sum(v.shape.num_elements() * v.dtype.base_dtype.size
+                          for v in tf.global_variables() if _on(v, d)) for d in devices]
     init = tf.global_variables_initializer()
     graph.finalize()
     with tower_utils.new_session(spec) as sess:
@@ -147,7 +162,13 @@ def measure_spec(config, seq, rows, spec, timed_steps=2):
         start = time.time()
         sess.run(train_op)
         step_s = min(step_s, time.time() - start)
-  return Measurement(peaks, gradient_bytes, step_s)
+  return Measurement(peaks, gradient_bytes, step_s, variable_bytes)
+
+
+def _on(variable, device):
+  """Whether `variable` lives on `device`."""
+  return (tf.DeviceSpec.from_string(variable.device).to_string() ==
+          tf.DeviceSpec.from_string(device).to_string())
 
 
 def _gb(n):
@@ -159,10 +180,10 @@ def main():
   tf.disable_v2_behavior()
   tf.logging.set_verbosity(tf.logging.ERROR)
   print("Machine: %s; TensorFlow %s" % (machine.describe(), tf.__version__))
-  print("One tower, %d rows per step, pipelines K=%d, M=%d; peak = bytes live during a "
-        "training step (activations, gradients, optimizer temporaries), per device; "
-        "activation peak = peak - one copy of that device's dense weight gradients." %
-        (args.rows, args.stages, args.micro_batches))
+  print("%d rows per step and tower (one tower; %d in the tower modes), pipelines K=%d, M=%d; "
+        "peak = bytes live during a training step (activations, gradients, optimizer "
+        "temporaries), per device; activation peak = peak - one copy of that device's dense "
+        "weight gradients." % (args.rows, args.towers, args.stages, args.micro_batches))
   print("| model, seq | mode | peak GB per device | activation peak GB per device | "
         "largest vs plain | step s | step vs plain |")
   print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -182,6 +203,14 @@ def main():
           case.replace("-", ", seq "), mode, ", ".join(_gb(p) for p in m.peaks),
           ", ".join(_gb(a) for a in activation), vs_plain[0], m.step_s, vs_plain[1]),
           flush=True)
+  for (case, mode), m in sorted(results.items()):
+    if mode in TOWER_MODES:
+      held = [p + v for p, v in zip(m.peaks, m.variable_bytes)]
+      print("%s, %s: %d towers x %d rows, peak per device max/min %.3f (target <= 1.10: %s); "
+            "variables + Adam slots per device %s GB; peak + those max/min %.3f" % (
+                case, mode, args.towers, args.rows, max(m.peaks) / float(min(m.peaks)),
+                "yes" if max(m.peaks) <= 1.1 * min(m.peaks) else "NO",
+                ", ".join(_gb(v) for v in m.variable_bytes), max(held) / float(min(held))))
   for case in args.cases.split(","):
     gpipe, one_f = results.get((case, "gpipe")), results.get((case, "1f1b"))
     if gpipe and one_f:

@@ -47,6 +47,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,6 +121,12 @@ def parse_args(argv=None):
   p.add_argument("--hf_configs", default="base,minilm",
                  help="Configs for the Hugging Face comparison at seq 128 ('' to skip).")
   p.add_argument("--hf_batch", type=int, default=8, help="Batch of the HF comparison.")
+  p.add_argument("--hf_precisions", default="auto",
+                 help="Precisions of the HF comparison (fp32, bf16; bf16 = torch.autocast on "
+                 "their side, --use_bf16 on ours); auto: fp32, and bf16 when the CPU has "
+                 "bfloat16 matmul units (AVX512-BF16 or AMX, after any ONEDNN_MAX_CPU_ISA cap).")
+  p.add_argument("--hf_compile", action="store_true",
+                 help="Also time transformers under torch.compile (compiles for minutes).")
   p.add_argument("--hf_python", default=os.environ.get("HF_PYTHON", sys.executable),
                  help="Python with torch and transformers (default: $HF_PYTHON or this one).")
   p.add_argument("--threads", type=int, default=os.cpu_count(),
@@ -295,18 +302,29 @@ def faster_half(timings):
   return sorted(timings)[:(len(timings) + 1) // 2]
 
 
+CHAIN = 8  # matmuls of 1024^2 per timed Session.run of the peak probe (as in hf_bench.py)
+
+
 def measure_peak(dtype, threads, sizes=(1024, 2048, 4096), repeats=4):
   """Best GFLOP/s of square matmuls of `sizes` in `dtype` on one device (TF, `threads` threads)."""
   return max(_matmul_gflops(dtype, threads, size, repeats) for size in sizes)
 
 
 def _matmul_gflops(dtype, threads, size, repeats):
-  """Best GFLOP/s of `repeats` runs of one size x size matmul."""
+  """Best GFLOP/s of `repeats` runs of a chain of size x size matmuls (c = c @ b).
+
+  The operands are variables already in `dtype` and each run does chain_length(size) matmuls
+  (8 at 1024), so the figure
+  is the matmuls': neither a cast of the operands (which the former probe did in every run, as
+  much work as a bfloat16 matmul of 1024 on AMX) nor the Session's per-run overhead counts.
+  """
   with tf.Graph().as_default():
-    a = tf.Variable(tf.random.normal([size, size]))
-    b = tf.Variable(tf.random.normal([size, size]))
-    product = tf.matmul(tf.cast(a, dtype), tf.cast(b, dtype))
-    # Fetch one element so the timing is the matmul, not a copy of the result.
+    a = tf.Variable(tf.cast(tf.random.normal([size, size]), dtype))
+    b = tf.Variable(tf.cast(tf.random.normal([size, size]) / size ** 0.5, dtype))
+    product = a
+    for _ in range(chain_length(size)):
+      product = tf.matmul(product, b)
+    # Fetch one element so the timing is the matmuls, not a copy of the result.
     probe = product[0, 0]
     config = tf.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=1)
     with tf.Session(config=config) as sess:
@@ -317,7 +335,13 @@ def _matmul_gflops(dtype, threads, size, repeats):
         start = time.time()
         sess.run(probe)
         best = min(best, time.time() - start)
-  return 2.0 * size ** 3 / best / 1e9
+  return chain_length(size) * 2.0 * size ** 3 / best / 1e9
+
+
+def chain_length(size):
+  """Matmuls per timed run at `size`: CHAIN at 1024, fewer for larger sizes (at least 1), where
+  one matmul already takes far longer than a Session.run's overhead."""
+  return max(1, int(round(CHAIN * (1024.0 / size) ** 3)))
 
 
 _DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
@@ -334,18 +358,71 @@ def measure_peaks(threads, precisions=("fp32", "bf16", "fp16")):
   return {name: measure_peak(_DTYPES[name], threads) for name in names}
 
 
-def measure_hf(config_name, seq, batch, args):
-  """examples/sec of Hugging Face transformers on the same config and batch, or None."""
-  cmd = [args.hf_python, os.path.join(_REPO, "benchmarks", "hf_bench.py"),
-         "--config_json=%s" % json.dumps(MODEL_CONFIGS[config_name]), "--seq=%d" % seq,
-         "--batch=%d" % batch, "--steps=%d" % args.steps, "--rounds=%d" % args.rounds,
-         "--warmup=%d" % args.warmup, "--threads=%d" % args.threads,
-         "--interop_threads=%d" % args.inter_op_threads]
-  proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-  if proc.returncode != 0:
-    print("HF transformers run failed (%s): %s" % (" ".join(cmd[:2]), proc.stderr.strip()[-300:]))
-    return None
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+class HfRun(object):
+  """transformers training one config in its own process (hf_bench.py --interactive), timed step
+  by step so that its steps interleave with TfRuns' (the same machine conditions)."""
+
+  def __init__(self, config_name, seq, batch, precision, compile_model, args):
+    self.label = "transformers %s%s" % ("torch.compile" if compile_model else "eager",
+                                        ", autocast bf16" if precision == "bf16" else "")
+    self.global_batch = batch
+    cmd = [args.hf_python, os.path.join(_REPO, "benchmarks", "hf_bench.py"), "--interactive",
+           "--config_json=%s" % json.dumps(MODEL_CONFIGS[config_name]), "--seq=%d" % seq,
+           "--batch=%d" % batch, "--warmup=%d" % args.warmup, "--threads=%d" % args.threads,
+           "--interop_threads=%d" % args.inter_op_threads, "--precision=%s" % precision]
+    if compile_model:
+      cmd.append("--compile")
+    self._stderr = tempfile.TemporaryFile(mode="w+")
+    self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self._stderr, text=True)
+    self.about = self._answer()
+
+  def _answer(self):
+    line = self._proc.stdout.readline()
+    if not line:
+      self._stderr.seek(0)
+      raise RuntimeError("%s failed: %s" % (self.label, self._stderr.read().strip()[-500:]))
+    return json.loads(line)
+
+  def time_updates(self, steps):
+    """[(seconds, 0.0)] of each of `steps` training steps (no input wait: a fixed batch)."""
+    timings = []
+    for _ in range(steps):
+      self._proc.stdin.write("step\n")
+      self._proc.stdin.flush()
+      timings.append((self._answer()["seconds"], 0.0))
+    return timings
+
+  def close(self):
+    try:
+      self._proc.stdin.write("quit\n")
+      self._proc.stdin.close()
+      self._proc.wait(timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+      self._proc.kill()
+      self._proc.wait()
+    self._stderr.close()
+
+
+def torch_peaks(args, precisions):
+  """dict precision -> PyTorch's best GFLOP/s of the same matmul chains (hf_bench.py --peak)."""
+  peaks = {}
+  for precision in precisions:
+    cmd = [args.hf_python, os.path.join(_REPO, "benchmarks", "hf_bench.py"),
+           "--peak=%s" % precision, "--threads=%d" % args.threads]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+      peaks[precision] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_gflops"]
+  return peaks
+
+
+def hf_precisions(args):
+  """The precisions of the HF comparison: --hf_precisions, where 'auto' is fp32 plus bf16 when
+  the CPU (as capped by ONEDNN_MAX_CPU_ISA) has bfloat16 matmul units."""
+  if args.hf_precisions != "auto":
+    return _list(args.hf_precisions)
+  has_bf16 = machine.isa_level() in ("AVX-512 + BF16", "AMX")
+  return ["fp32", "bf16"] if has_bf16 else ["fp32"]
 
 
 def hf_available(python):
@@ -426,30 +503,82 @@ def speedups(results):
 
 
 def run_hf_comparison(args):
-  """(table text, checks) of ours vs HF on --hf_configs at seq 128, batch --hf_batch."""
+  """(lines, checks, results) of ours vs HF on --hf_configs at seq 128, batch --hf_batch.
+
+  For each config and precision, our runs (XLA off and on in fp32; off in bf16, where XLA's CPU
+  matmuls are not oneDNN's) and transformers (eager, and torch.compile with --hf_compile) are
+  built side by side and timed round by round in turn, like measure_tf's groups.
+  results: [(precision, config, best Result of ours)].
+  """
   names = _list(args.hf_configs)
   if not names:
-    return "", []
+    return [], [], []
   if not hf_available(args.hf_python):
-    return ("HF transformers: torch/transformers not importable by %s; pip install -r "
-            "requirements-bench.txt (or set HF_PYTHON)" % args.hf_python), []
-  lines, out = [], []
+    return (["HF transformers: torch/transformers not importable by %s; pip install -r "
+             "requirements-bench.txt (or set HF_PYTHON)" % args.hf_python], [], [])
+  lines, out, best_results = [], [], []
   for name in names:
-    ours = measure_tf([Run(name, 128, args.hf_batch, 1, "fp32", xla, "shared", 1)
-                       for xla in (False, True)], args)
-    hf = measure_hf(name, 128, args.hf_batch, args)
-    if hf is None:
+    for precision in hf_precisions(args):
+      ours = [TfRun(Run(name, 128, args.hf_batch, 1, precision, xla, "shared", 1), args)
+              for xla in ((False, True) if precision == "fp32" else (False,))]
+      theirs = []
+      try:
+        for compile_model in ((False, True) if args.hf_compile else (False,)):
+          theirs.append(HfRun(name, 128, args.hf_batch, precision, compile_model, args))
+      except RuntimeError as e:
+        print("HF transformers run failed: %s" % e)
+      group = ours + theirs
+      timings = [[] for _ in group]
+      for _ in range(args.rounds):
+        for i, contender in enumerate(group):
+          timings[i].extend(contender.time_updates(args.steps))
+      rates = []
+      for contender, run_timings in zip(group, timings):
+        contender.close()
+        fast = faster_half(run_timings)
+        rates.append(len(fast) * contender.global_batch / sum(t for t, _ in fast))
+      ours_rates, theirs_rates = rates[:len(ours)], rates[len(ours):]
+      best = max(range(len(ours)), key=lambda i: ours_rates[i])
+      best_results.append((precision, name, Result(ours[best].run, ours_rates[best], 0.0)))
+      text = "%-7s seq 128 batch %d %s: bert-mgpu %s" % (
+          name, args.hf_batch, precision, " / ".join(
+              "%.2f ex/s (XLA %s)" % (r, "on" if run.run.xla else "off")
+              for r, run in zip(ours_rates, ours)))
+      for contender, rate in zip(theirs, theirs_rates):
+        text += "; %s %.2f ex/s" % (contender.label, rate)
+      if theirs:
+        about = theirs[0].about
+        text += " (torch %s, transformers %s, attention %s, %d threads)" % (
+            about["torch"], about["transformers"], about["attention"], about["threads"])
+      lines.append(text)
+      for contender, rate in zip(theirs, theirs_rates):
+        threshold = {"fp32": 1.0, "bf16": 1.5}.get(precision)
+        if "compile" in contender.label:
+          threshold = None
+        out.append(("bert-mgpu (XLA %s) / %s, %s %s seq 128" % (
+            "on" if ours[best].run.xla else "off", contender.label, name, precision),
+                    ours_rates[best] / rate, threshold))
+  return lines, out, best_results
+
+
+def step_share_lines(best_results, tf_peaks, torch_peak_values):
+  """(lines, checks): each of our best HF-comparison runs as a share of the best matmul peak
+  of its precision measured on this machine, by either framework."""
+  lines, out = [], []
+  for precision, name, result in best_results:
+    gflops = train_flops_per_example(bert_config(name), 128) * result.examples_per_sec / 1e9
+    peaks = [("TensorFlow", tf_peaks.get(precision)), ("PyTorch",
+                                                       torch_peak_values.get(precision))]
+    peaks = [(who, p) for who, p in peaks if p]
+    if not peaks:
       continue
-    best = max(ours, key=lambda r: r.examples_per_sec)
-    lines.append("%-7s seq 128 batch %d fp32: bert-mgpu %.2f ex/s (XLA off) / %.2f ex/s (XLA "
-                 "on); HF transformers %.2f ex/s (torch %s, transformers %s, attention %s, %d "
-                 "threads)" % (name, args.hf_batch, ours[0].examples_per_sec,
-                               ours[1].examples_per_sec, hf["examples_per_sec"], hf["torch"],
-                               hf["transformers"], hf["attention"], hf["threads"]))
-    out.append(("bert-mgpu (XLA %s) / HF transformers, %s seq 128" %
-                ("on" if best.run.xla else "off", name),
-                best.examples_per_sec / hf["examples_per_sec"], 1.0))
-  return "\n".join(lines), out
+    who, best = max(peaks, key=lambda item: item[1])
+    lines.append("%-7s seq 128 %s training step: %.0f GFLOP/s = %.1f%% of the best %s matmul "
+                 "measured (%s %.0f GFLOP/s)" % (name, precision, gflops, 100.0 * gflops / best,
+                                                 precision, who, best))
+    out.append(("bert-mgpu step / best %s matmul peak (%s), %s seq 128" % (precision, who, name),
+                gflops / best, 0.5 if precision == "bf16" else None))
+  return lines, out
 
 
 def main(argv=None):
@@ -457,13 +586,19 @@ def main(argv=None):
   logging.set_verbosity(logging.WARNING)
   tf.disable_v2_behavior()
   plan = default_plan(args) if args.plan == "default" else full_plan(args)
-  precisions = sorted(set(run.precision for run in plan))
+  hf_wanted = bool(_list(args.hf_configs)) and hf_available(args.hf_python)
+  precisions = sorted(set(run.precision for run in plan) |
+                      set(hf_precisions(args) if _list(args.hf_configs) else []))
+  load_before = os.getloadavg()
   peaks = measure_peaks(args.threads, precisions)
   results = measure_tf(plan, args)
-  hf_text, hf_checks = run_hf_comparison(args)
+  hf_lines, hf_checks, hf_best = run_hf_comparison(args)
   # Measured again at the end: the better of the two is the less disturbed.
   again = measure_peaks(args.threads, precisions)
   peaks = {name: max(value, again[name]) for name, value in peaks.items()}
+  their_peaks = torch_peaks(args, [p for p in precisions if p != "fp16"]) if hf_wanted else {}
+  share_lines, share_checks = step_share_lines(hf_best, peaks, their_peaks)
+  load_after = os.getloadavg()
 
   print()
   print("Machine: %d cores; TF %s; threads for TF and torch alike: intra-op %d, inter-op %d; "
@@ -472,29 +607,35 @@ def main(argv=None):
   bounds = None if tf.config.list_physical_devices("GPU") else {
       name: machine.theoretical_peak(name)[0] for name in peaks}
   print("CPU: %s" % machine.describe())
+  print("Load average (1 min) from other processes: %.1f at the start, %.1f at the end" % (
+      load_before[0], load_after[0]))
   if bounds:
     print("Theoretical peak (bound): fp32 %.0f GFLOP/s = %s%s" % (
         bounds["fp32"], machine.theoretical_peak("fp32")[1],
         "".join("; %s %.0f" % (p, bounds[p]) for p in bounds if p != "fp32")))
-  print("Measured matmul peak (best of 1024^3, 2048^3, 4096^3, one device): %s; %%bound and "
-        "%%meas are of the run's precision" % "; ".join(
-            "%s %.1f GFLOP/s" % (p, peaks[p]) for p in peaks))
-  print(format_table(results, peaks, bounds))
+  print("Measured matmul peak, TensorFlow (best of square matmuls of 1024, 2048 and 4096, %d in "
+        "a row at 1024, one device): %s; %%bound and %%meas are of the run's precision" % (
+            CHAIN, "; ".join("%s %.1f GFLOP/s" % (p, peaks[p]) for p in peaks)))
+  if their_peaks:
+    print("Measured matmul peak, PyTorch (the same chains): %s" % "; ".join(
+        "%s %.1f GFLOP/s" % (p, their_peaks[p]) for p in their_peaks))
+  if results:
+    print(format_table(results, peaks, bounds))
   over = [r for r in results if train_flops_per_example(bert_config(r.run.config), r.run.seq) *
           r.examples_per_sec / 1e9 > peaks[r.run.precision]]
   if over:
     print("Note: %d run(s) above the measured peak: the probe was disturbed (other processes) "
           "and reads low; %%bound is the figure that cannot be exceeded." % len(over))
-  if hf_text:
+  if hf_lines:
     print()
-    print(hf_text)
+    print("\n".join(hf_lines + share_lines))
   print()
   print("Speed-up over 1 tower with the same rows per tower (weak scaling; linear = N):")
   print("\n".join(speedups(results)) or "  (no such pairs in this plan; the checks below compare "
         "runs of the same global batch)")
   print()
   print("Checks:")
-  all_checks = checks(results, args) + hf_checks
+  all_checks = checks(results, args) + hf_checks + share_checks
   if not all_checks:
     print("  (none: the checks need the default plan's runs or the HF comparison)")
   for claim, ratio, threshold in all_checks:
@@ -505,7 +646,10 @@ def main(argv=None):
                                             "yes" if ratio >= threshold else "NO"))
   if args.json_out:
     with open(args.json_out, "w") as f:
-      json.dump({"peaks_gflops": peaks, "bounds_gflops": bounds, "machine": machine.describe(),
+      json.dump({"peaks_gflops": peaks, "torch_peaks_gflops": their_peaks,
+                 "bounds_gflops": bounds, "machine": machine.describe(),
+                 "load": [load_before[0], load_after[0]],
+                 "hf_comparison": [[claim, ratio] for claim, ratio, _ in hf_checks],
                  "results": [dict(r.run._asdict(), examples_per_sec=r.examples_per_sec,
                                   input_wait=r.input_wait) for r in results]}, f, indent=1)
 

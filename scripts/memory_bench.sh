@@ -7,6 +7,8 @@
 #
 #   bash scripts/memory_bench.sh                                   # ~25 min on a 2-core CPU
 #   bash scripts/memory_bench.sh --cases=base-128 --modes=plain,recompute
+#   bash scripts/memory_bench.sh --cases=base-128 --modes=plain,towers-shared,towers-allreduce \
+#     --towers=4 --rows=2          # 4 in-graph towers: the peak of each tower's device, max/min
 #
 # Memory figures do not depend on other load; step times do: run it on a quiet machine.
 source "$(dirname "$0")/setup_env.sh"

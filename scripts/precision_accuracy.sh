@@ -4,6 +4,7 @@
 #
 #   bash scripts/precision_accuracy.sh [data_dir] [output_dir]   # seeds 1-5, ~35 min on 2 cores
 #   SEEDS="7" bash scripts/precision_accuracy.sh                  # one seed (about +-1 point noise)
+#   PRECISIONS="bf16" bash scripts/precision_accuracy.sh          # some precisions only
 # Prints one line per run with eval_accuracy and the updates skipped by fp16 loss scaling, then
 # the mean per precision; each run is written under output_dir/<precision>-<seed>.
 source "$(dirname "$0")/setup_env.sh"
@@ -11,8 +12,13 @@ DATA="${1:-/work/shared/data/classify/chnsenticorp}"
 OUT="${2:-output/precision_accuracy}"
 mkdir -p "$OUT"
 SEEDS="${SEEDS:-1 2 3 4 5}"
+PRECISIONS="${PRECISIONS:-fp32 fp16 bf16}"
+for precision in $PRECISIONS; do
+  [[ " fp32 fp16 bf16 " == *" $precision "* ]] ||
+    { echo "error: PRECISIONS takes fp32, fp16, bf16, got '$precision'" >&2; exit 2; }
+done
 for seed in $SEEDS; do
-  for precision in fp32 fp16 bf16; do
+  for precision in $PRECISIONS; do
     case "$precision" in
       fp16) flag=--use_fp16 ;;
       bf16) flag=--use_bf16 ;;
@@ -31,7 +37,7 @@ for seed in $SEEDS; do
       "$(grep -c 'skipped: non-finite' "$run.log" || true)"
   done
 done
-for precision in fp32 fp16 bf16; do
+for precision in $PRECISIONS; do
   cat "$OUT"/"$precision"-*/eval_results.txt | awk -v p="$precision" \
     '/^eval_accuracy/ {s += $3; n += 1} END {printf "%s mean eval_accuracy over %d seed(s): %.4f\n", p, n, s / n}'
 done

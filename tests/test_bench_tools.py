@@ -1,6 +1,7 @@
 """The benchmark helpers that need neither torch nor a quiet machine: ISA level and peak bound
 (benchmarks/machine.py), and that the Hugging Face side of finetune_side_by_side.py reads each
-task's files exactly as run_classifier_mgpu.py's processors do."""
+task's files exactly as run_classifier_mgpu.py's processors do; memory_bench's tower modes and
+serving_worker's batching."""
 
 import os
 import sys
@@ -170,3 +171,35 @@ def test_update_parity_both_sides_make_the_same_updates(tmp_path, capsys):
   # Clipped updates too: their global norm counts each embedding row once, as torch's does.
   assert sum(norm > 1.0 for _, _, _, norm in rows) >= 1, lines
   assert max(abs(ours - hf) for ours, hf, _, _ in rows) < 1e-5, lines
+
+
+def test_memory_bench_tower_modes_give_one_peak_per_tower_device():
+  """memory_bench's tower modes: a peak for each tower's device; `allreduce` keeps a full replica
+  of the variables and Adam slots on each device, `shared` one copy spread over them."""
+  import memory_bench  # pylint: disable=g-import-not-at-top
+  import modeling  # pylint: disable=g-import-not-at-top
+  import tower_utils  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=256,
+                               max_position_embeddings=64)
+  measured = {reduction: memory_bench.measure_spec(
+      config, 32, 4, tower_utils.parallel_spec(2, reduction=reduction), timed_steps=1)
+              for reduction in ("shared", "allreduce")}
+  for m in measured.values():
+    assert len(m.peaks) == 2 and min(m.peaks) > 100e3, m.peaks  # activations, not a stray tensor
+  replica = measured["allreduce"].variable_bytes
+  spread = measured["shared"].variable_bytes
+  # 3 copies (weights, Adam m and v) of the BERT parameters, at least, on each replica.
+  assert min(replica) > 3 * 4 * (100 * 64 + 2 * 12 * 64 * 64), replica
+  np.testing.assert_allclose(replica[0], replica[1], rtol=1e-3)
+  np.testing.assert_allclose(sum(spread), replica[0], rtol=1e-3)
+  assert min(spread) > 0.2 * replica[0], spread  # the balancer used both devices
+
+
+def test_serving_worker_batches_keep_pairs_together_and_in_order():
+  import serving_worker  # pylint: disable=g-import-not-at-top
+  texts = {"text_a": ["a%d" % i for i in range(5)], "text_b": ["b%d" % i for i in range(5)]}
+  assert list(serving_worker.batches(texts, 2)) == [
+      (["a0", "a1"], ["b0", "b1"]), (["a2", "a3"], ["b2", "b3"]), (["a4"], ["b4"])]
+  assert list(serving_worker.batches({"text_a": ["x", "y"], "text_b": None}, 32)) == [
+      (["x", "y"], None)]

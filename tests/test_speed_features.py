@@ -152,6 +152,44 @@ def test_mixed_precision_model_keeps_float32_variables_outputs_and_gradients(dty
   np.testing.assert_allclose(got, want, atol=atol, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
+def test_fused_gelu_equals_gelu_and_its_gradient(dtype):
+  x = np.linspace(-6.0, 6.0, 2001).astype(np.float32)
+  with tf.Graph().as_default(), tf.Session() as sess:
+    x32 = tf.constant(x)
+    x16 = tf.cast(x32, dtype)
+    fused = modeling.fused_gelu(x16)
+    reference = modeling.gelu(tf.cast(x16, tf.float32))  # the same (rounded) inputs
+    upstream = tf.constant(np.cos(x).astype(np.float32))
+    grad_fused = tf.gradients(fused, x16, grad_ys=tf.cast(upstream, dtype))[0]
+    grad_reference = tf.gradients(reference, x16, grad_ys=upstream)[0]
+    assert fused.dtype == dtype and grad_fused.dtype == dtype
+    got, want, got_grad, want_grad = sess.run([tf.cast(fused, tf.float32), reference,
+                                               tf.cast(grad_fused, tf.float32),
+                                               tf.cast(grad_reference, tf.float32)])
+  # One rounding to the 16-bit type: relative 2^-8 (bfloat16) or 2^-11 (float16).
+  rtol = 2.0 ** -8 if dtype == tf.bfloat16 else 2.0 ** -11
+  np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6)
+  np.testing.assert_allclose(got_grad, want_grad, rtol=2 * rtol, atol=1e-5)  # fp16 subnormals
+  assert np.abs(want_grad).max() > 0.5 and np.abs(got - want).max() > 0  # not trivially equal
+
+
+@pytest.mark.parametrize("dtype,is_training,fused", [
+    (tf.bfloat16, True, True), (tf.float16, True, True), (tf.bfloat16, False, False),
+    (tf.float32, True, False)])
+def test_training_in_16_bits_fuses_gelu_and_nothing_else_changes(dtype, is_training, fused):
+  data = _data()
+  with tf.Graph().as_default() as graph:
+    with modeling.compute_dtype_scope(dtype):
+      modeling.BertModel(CONFIG, is_training, tf.constant(data["input_ids"]),
+                         tf.constant(data["input_mask"]))
+    marked = [op for op in graph.get_operations() if "_XlaCompile" in op.node_def.attr]
+    tanh = [op for op in graph.get_operations() if op.type == "Tanh" and "intermediate" in op.name]
+  assert len(tanh) == CONFIG.num_hidden_layers
+  assert bool(marked) == fused
+  assert all(op.get_attr("T") == (tf.float32 if fused else dtype) for op in tanh)
+
+
 def test_loss_scaling_skips_non_finite_updates_and_adapts_the_scale():
   with tf.Graph().as_default(), tf.Session() as sess:
     w = tf.get_variable("dense/kernel", initializer=tf.constant([1.0, 2.0]))

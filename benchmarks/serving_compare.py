@@ -1,0 +1,257 @@
+"""Serving side by side: our SavedModel, ONNX Runtime and transformers on the same texts.
+
+  python benchmarks/serving_compare.py --run_dir=out/minilm_mrpc --task_name=mrpc \
+    --data_dir=glue/MRPC --work_dir=out/minilm_mrpc/serving_compare
+
+--run_dir is a classifier run of run_classifier_mgpu.py with --do_export (its saved_model/ and
+checkpoint). The Hugging Face side is made from the same checkpoint: convert_to_hf.py writes
+<work_dir>/hf, torch.onnx.export writes <work_dir>/model.onnx (both kept for the next run).
+With bf16 in --precisions, <work_dir>/saved_model_bf16 is the run's SavedModel built again with
+the encoder computing in bfloat16 (build_saved_model.py under modeling.compute_dtype_scope).
+
+Each contender (serving_worker.py: savedmodel, onnxruntime, transformers) serves in a process of
+its own, from raw text to logits as its users would (ours tokenizes in the graph; the other two
+run the converted model's fast Hugging Face tokenizer), padding each batch to its longest row,
+with the same threads. The dev texts are served at each --batch_sizes in rounds: every round
+serves one pass per contender in turn, so all share the machine's conditions (other jobs on a
+shared machine slow every contender of a round alike). Printed per precision, contender and
+batch: p50 and p99 latency of a call over all rounds, and throughput (examples/sec), the
+median of the rounds' passes; then the checks: ours against ONNX Runtime at each batch size
+(>= 1.00), and every fp32 contender's logits against ours on all dev texts (within 1e-4).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl import app
+from absl import flags
+import numpy as np
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(_HERE)
+sys.path.insert(0, _REPO)
+sys.path.insert(0, _HERE)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import machine
+import run_classifier_mgpu
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("run_dir", None, "A classifier run with --do_export (saved_model/, "
+                    "checkpoint, labels).")
+flags.DEFINE_string("work_dir", None, "Where the Hugging Face conversion, the ONNX file and "
+                    "the bfloat16 SavedModel go (default <run_dir>/serving_compare).")
+flags.DEFINE_string("batch_sizes", "1,32", "Serving batch sizes.")
+flags.DEFINE_integer("batch1_examples", 100, "Texts served per round at batch 1 (the first ones "
+                     "of dev); larger batches serve all of dev.")
+flags.DEFINE_integer("serve_rounds", 5, "Rounds (one pass per contender and batch size each).")
+flags.DEFINE_string("precisions", "auto", "fp32, bf16; auto: fp32, and bf16 when the CPU has "
+                    "bfloat16 matmul units (AVX512-BF16 or AMX).")
+flags.DEFINE_integer("threads", os.cpu_count(), "Intra-op threads of every contender.")
+flags.DEFINE_integer("inter_op_threads", 1, "Inter-op threads of every contender.")
+flags.DEFINE_float("tolerance", 1e-4, "Largest |logit difference| to ours allowed in fp32.")
+
+WORKER = os.path.join(_HERE, "serving_worker.py")
+
+
+class Contender(object):
+  """A serving_worker.py process: the server of one kind and precision."""
+
+  def __init__(self, kind, precision, model, texts_file, extra=()):
+    self.kind, self.precision = kind, precision
+    self._cmd = [sys.executable, WORKER, "--kind=%s" % kind, "--model=%s" % model,
+           "--texts=%s" % texts_file, "--precision=%s" % precision,
+           "--threads=%d" % FLAGS.threads, "--inter_op_threads=%d" % FLAGS.inter_op_threads,
+           "--max_seq_length=%d" % FLAGS.max_seq_length] + list(extra)
+    self._stderr = tempfile.TemporaryFile(mode="w+")
+    self._proc = None
+    self.about = None  # set by start
+    self.latencies = {}  # batch size -> every call's seconds
+    self.rates = {}  # batch size -> examples/sec of each pass
+
+  @property
+  def label(self):
+    return {"savedmodel": "bert-mgpu SavedModel", "onnxruntime": "ONNX Runtime",
+            "transformers": "transformers eager"}[self.kind]
+
+  def start(self):
+    """Starts the worker and waits until it has loaded and warmed up (one worker at a time, so
+    none of them loads while another one is busy)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    self._proc = subprocess.Popen(self._cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self._stderr, text=True, env=env)
+    self.about = self._ask(None)
+
+  def _ask(self, command):
+    if command is not None:
+      self._proc.stdin.write(command + "\n")
+      self._proc.stdin.flush()
+    line = self._proc.stdout.readline()
+    if not line:
+      self._stderr.seek(0)
+      raise RuntimeError("%s (%s) failed: %s" % (self.kind, self.precision,
+                                                 self._stderr.read().strip()[-800:]))
+    return json.loads(line)
+
+  def serve(self, batch_size, count):
+    """Serves the first `count` texts (0: all) at `batch_size` once; records the timings."""
+    latencies = self._ask("run %d %d" % (batch_size, count))["latencies"]
+    self.latencies.setdefault(batch_size, []).extend(latencies)
+    served = count or self.num_texts
+    self.rates.setdefault(batch_size, []).append(served / sum(latencies))
+
+  def logits(self, batch_size):
+    return np.array(self._ask("logits %d" % batch_size)["logits"])
+
+  def close(self):
+    if self._proc is None:
+      self._stderr.close()
+      return
+    try:
+      self._proc.stdin.write("quit\n")
+      self._proc.stdin.close()
+      self._proc.wait(timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+      self._proc.kill()
+      self._proc.wait()
+    self._stderr.close()
+
+
+def precisions():
+  if FLAGS.precisions != "auto":
+    return [p for p in FLAGS.precisions.split(",") if p]
+  return ["fp32", "bf16"] if machine.isa_level() in ("AVX-512 + BF16", "AMX") else ["fp32"]
+
+
+def _run(cmd):
+  proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  if proc.returncode != 0:
+    raise SystemExit("error: %s failed: %s" % (" ".join(cmd[:3]), proc.stderr.strip()[-800:]))
+
+
+def prepare(work_dir, want_bf16):
+  """(fp32 SavedModel, bf16 SavedModel or None, Hugging Face dir, ONNX file), made if missing."""
+  saved_model = os.path.join(FLAGS.run_dir, "saved_model")
+  spec_file = os.path.join(saved_model, "assets", "export_config.json")
+  if not os.path.exists(spec_file):
+    raise SystemExit("error: --run_dir=%s: no saved_model/ there (train with --do_export)" %
+                     FLAGS.run_dir)
+  with open(spec_file, encoding="utf-8") as f:
+    spec = json.load(f)
+  assets = os.path.join(saved_model, "assets")
+  hf_dir = os.path.join(work_dir, "hf")
+  if not os.path.exists(os.path.join(hf_dir, "config.json")):
+    _run([sys.executable, os.path.join(_REPO, "convert_to_hf.py"),
+          "--checkpoint=%s" % spec["checkpoint"],
+          "--bert_config_file=%s" % os.path.join(assets, "bert_config.json"),
+          "--vocab_file=%s" % os.path.join(assets, "vocab.txt"),
+          "--labels_file=%s" % os.path.join(assets, "labels.txt"),
+          "--do_lower_case=%s" % spec["do_lower_case"], "--output_dir=%s" % hf_dir])
+  onnx_file = os.path.join(work_dir, "model.onnx")
+  if not os.path.exists(onnx_file):
+    _run([sys.executable, WORKER, "--kind=onnx_export", "--model=%s" % hf_dir,
+          "--onnx_out=%s" % onnx_file])
+  bf16_model = None
+  if want_bf16:
+    bf16_model = os.path.join(work_dir, "saved_model_bf16")
+    if not os.path.exists(os.path.join(bf16_model, "saved_model.pb")):
+      spec = dict(spec, export_dir=bf16_model)
+      code = ("import json, sys; sys.path.insert(0, %r); import build_saved_model, modeling\n"
+              "with modeling.compute_dtype_scope('bfloat16'):\n"
+              "  build_saved_model.build(json.loads(sys.argv[1]))" % _REPO)
+      _run([sys.executable, "-c", code, json.dumps(spec)])
+  return saved_model, bf16_model, hf_dir, onnx_file
+
+
+def contenders_of(precision, models, texts_file):
+  saved_model, bf16_model, hf_dir, onnx_file = models
+  if precision == "fp32":
+    return [Contender("savedmodel", "fp32", saved_model, texts_file),
+            Contender("onnxruntime", "fp32", onnx_file, texts_file, ["--tokenizer=%s" % hf_dir]),
+            Contender("transformers", "fp32", hf_dir, texts_file)]
+  return [Contender("savedmodel", "bf16", bf16_model, texts_file),
+          Contender("transformers", "bf16", hf_dir, texts_file)]
+
+
+def main(_):
+  if not FLAGS.run_dir:
+    raise SystemExit("error: --run_dir is required (a classifier run with --do_export)")
+  work_dir = FLAGS.work_dir or os.path.join(FLAGS.run_dir, "serving_compare")
+  os.makedirs(work_dir, exist_ok=True)
+  wanted = precisions()
+  models = prepare(work_dir, "bf16" in wanted)
+  examples = run_classifier_mgpu.get_processor(FLAGS.run_dir).get_dev_examples(FLAGS.data_dir)
+  texts = {"text_a": [e.text_a for e in examples],
+           "text_b": [e.text_b for e in examples] if examples[0].text_b is not None else None}
+  texts_file = os.path.join(work_dir, "texts.json")
+  with open(texts_file + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(texts, f)
+  os.replace(texts_file + ".tmp", texts_file)
+  batch_sizes = [int(b) for b in FLAGS.batch_sizes.split(",")]
+  load_before = os.getloadavg()[0]
+  rows, checks, about = [], [], {}
+  for precision in wanted:
+    group = contenders_of(precision, models, texts_file)
+    try:
+      for contender in group:
+        contender.start()
+        contender.num_texts = len(examples)
+      reference = group[0].logits(32)
+      for contender in group[1:]:
+        diff = float(np.abs(contender.logits(32) - reference).max())
+        checks.append(("%s logits vs ours, %s, all %d dev texts: max |difference|" % (
+            contender.label, precision, len(examples)), diff,
+                       FLAGS.tolerance if precision == "fp32" else None))
+      for _ in range(FLAGS.serve_rounds):
+        for batch_size in batch_sizes:
+          for contender in group:
+            contender.serve(batch_size, FLAGS.batch1_examples if batch_size == 1 else 0)
+    finally:
+      for contender in group:
+        contender.close()
+    for batch_size in batch_sizes:
+      onnx = [c for c in group if c.kind == "onnxruntime"]
+      for contender in group:
+        rate = float(np.median(contender.rates[batch_size]))
+        latencies = np.array(contender.latencies[batch_size]) * 1e3
+        rows.append((precision, contender.label, batch_size, np.percentile(latencies, 50),
+                     np.percentile(latencies, 99), rate))
+        if onnx and contender.kind == "savedmodel":
+          checks.append(("ours / ONNX Runtime, %s, batch %d (examples/sec)" % (
+              precision, batch_size), rate / float(np.median(onnx[0].rates[batch_size])), 1.0))
+    about.update((k, v) for c in group for k, v in c.about.items() if k != "ready")
+  load_after = os.getloadavg()[0]
+  print("Machine: %s; threads per contender: intra-op %d, inter-op %d; load average (1 min) "
+        "from other processes %.1f at the start, %.1f at the end" % (
+            machine.describe(), FLAGS.threads, FLAGS.inter_op_threads, load_before, load_after))
+  print("Versions: %s" % ", ".join("%s %s" % item for item in sorted(about.items())
+                                    if item[0] != "attention"))
+  print("Texts: %d dev examples of %s (%s); batch 1 serves the first %d per round; %d rounds, "
+        "contenders interleaved" % (len(examples), FLAGS.task_name, FLAGS.data_dir,
+                                    FLAGS.batch1_examples, FLAGS.serve_rounds))
+  print()
+  print("| precision | contender | batch | p50 ms | p99 ms | examples/sec |")
+  print("| --- | --- | --- | --- | --- | --- |")
+  for precision, label, batch_size, p50, p99, rate in rows:
+    print("| %s | %s | %d | %.1f | %.1f | %.1f |" % (precision, label, batch_size, p50, p99, rate))
+  print()
+  print("Checks:")
+  for claim, value, threshold in checks:
+    if threshold is None:
+      print("  %-75s %.3g  (for information)" % (claim, value))
+    elif "difference" in claim:
+      print("  %-75s %.2e  (<= %.0e: %s)" % (claim, value, threshold,
+                                            "yes" if value <= threshold else "NO"))
+    else:
+      print("  %-75s %.3f  (>= %.2f: %s)" % (claim, value, threshold,
+                                            "yes" if value >= threshold else "NO"))
+
+
+if __name__ == "__main__":
+  app.run(main)
