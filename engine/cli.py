@@ -353,6 +353,7 @@ class _SignalWatch(object):
 
   def __init__(self):
     self.handled = threading.Event()
+    self.signum = None  # the signal whose Interrupted the handler raised
 
   def install(self):
     if threading.current_thread() is not threading.main_thread():
@@ -368,6 +369,7 @@ class _SignalWatch(object):
     del frame
     if self.handled.is_set():  # A second signal: the user wants out now.
       self._exit_now(signum, "second signal; exiting at once")
+    self.signum = signum
     self.handled.set()
     raise Interrupted(signum)
 
@@ -402,7 +404,8 @@ def run_main(main_fn, argv=None):
   _show_project_flags_in_help()
 
   def _guarded(args):
-    _SignalWatch().install()
+    watch = _SignalWatch()
+    watch.install()
     _quiet_thread_faults()
     _log_once()
     try:
@@ -412,6 +415,10 @@ def run_main(main_fn, argv=None):
     except KeyboardInterrupt as e:
       _fail(interrupt_message(e), 128 + getattr(e, "signum", signal.SIGINT))
     except Exception as e:  # pylint: disable=broad-except
+      if watch.handled.is_set():
+        # The Interrupted rose inside a C extension (e.g. TensorFlow's nest), which turned it
+        # into another exception: still the interrupt, not a bug.
+        _fail(interrupt_message(Interrupted(watch.signum)), 128 + watch.signum)
       fault = machine_fault(e) if _is_file_error(e) else None
       if fault:
         _fail(fault, EXIT_INPUT_ERROR)

@@ -197,3 +197,32 @@ def test_cpu_only_runs_print_no_cuda_error(world, tmp_path):
                         timeout=120)
   assert proc.returncode == 0 and "Could not find cuda drivers" not in proc.stderr
   assert "cuInit" not in proc.stderr
+
+
+_CONVERTED_INTERRUPT = """
+import os, signal, sys, time
+sys.path.insert(0, %r)
+from engine import cli
+
+def main(argv):
+  del argv
+  try:  # As TensorFlow's C++ nest does: the KeyboardInterrupt comes out as another exception.
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+  except KeyboardInterrupt:
+    raise TypeError()
+
+cli.run_main(main)
+"""
+
+
+def test_an_interrupt_that_a_c_extension_turns_into_another_exception_is_still_an_interrupt():
+  """A SIGINT whose KeyboardInterrupt rises inside C code (TensorFlow's pywrap nest turned one
+  into a bare TypeError in rw_sigint_decoding) ends as the interrupt, exit 130, not as an
+  internal error."""
+  proc = subprocess.run([sys.executable, "-c", _CONVERTED_INTERRUPT % fault_cases.REPO_ROOT],
+                        capture_output=True, text=True, timeout=120)
+  lines = proc.stderr.strip().splitlines()
+  assert proc.returncode == 130, proc.stderr[-2000:]
+  assert lines[-1].startswith("error: interrupted by SIGINT"), lines[-1]
+  assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
