@@ -37,6 +37,7 @@ sys.path.insert(0, _HERE)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine
+import worker_process
 import run_classifier_mgpu
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -109,17 +110,7 @@ class Contender(object):
     return np.array(self._ask("logits %d" % batch_size)["logits"])
 
   def close(self):
-    if self._proc is None:
-      self._stderr.close()
-      return
-    try:
-      self._proc.stdin.write("quit\n")
-      self._proc.stdin.close()
-      self._proc.wait(timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-      self._proc.kill()
-      self._proc.wait()
-    self._stderr.close()
+    worker_process.end(self._proc, self._stderr)
 
 
 def precisions():

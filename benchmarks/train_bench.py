@@ -60,6 +60,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 import machine
+import worker_process
 from classifier import model as classifier_model
 from engine import training
 import modeling
@@ -394,14 +395,7 @@ class HfRun(object):
     return timings
 
   def close(self):
-    try:
-      self._proc.stdin.write("quit\n")
-      self._proc.stdin.close()
-      self._proc.wait(timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-      self._proc.kill()
-      self._proc.wait()
-    self._stderr.close()
+    worker_process.end(self._proc, self._stderr)
 
 
 def torch_peaks(args, precisions):
