@@ -431,18 +431,26 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     return self._slot_cache[param_name]
 
   def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-    """Applies one Adam step to each (grad, var); does not increment `global_step`."""
+    """Applies one Adam step to each (grad, var); does not increment `global_step`.
+
+    The updates of sparse gradients (embedding tables) run after all the others: each makes a
+    full-size dense gradient on the table's device, which then meets no activation or gradient
+    of the backward pass still held there (the peak of the device that owns the word
+    embeddings, measured in docs/results.md).
+    """
     del global_step  # Incremented by the caller, as in stock BERT.
-    updates = []
-    for (grad, param) in grads_and_vars:
-      if grad is None or param is None:
-        continue
-      m, v = self._get_slots(param)
-      with tf.device(param.device):
-        # Sparse embedding gradients become dense here, on the variable's device.
-        grad = tf.convert_to_tensor(grad)
-        updates.append(self._apply_one(self._get_variable_name(param.name), param, m, v, grad))
+    present = [(g, p) for (g, p) in grads_and_vars if g is not None and p is not None]
+    dense = [(g, p) for (g, p) in present if not isinstance(g, tf.IndexedSlices)]
+    sparse = [(g, p) for (g, p) in present if isinstance(g, tf.IndexedSlices)]
+    updates = [self._apply_on_device(g, p) for (g, p) in dense]
+    with tf.control_dependencies(updates if sparse else []):
+      updates += [self._apply_on_device(g, p) for (g, p) in sparse]
     return tf.group(*updates, name=name)
+
+  def _apply_on_device(self, grad, param):
+    m, v = self._get_slots(param)
+    with tf.device(param.device):
+      return self._apply_one(self._get_variable_name(param.name), param, m, v, grad)
 
   def _apply_one(self, param_name, param, m, v, grad):
     """BERT's AdamW step of one variable, as one fused ApplyAdam kernel.
@@ -453,6 +461,10 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     so the result is BERT's param - lr (m / (sqrt(v) + epsilon) + wd param). One pass over
     param, m and v instead of about fifteen element-wise ops, which matters most for the large
     embedding tables and on CPUs.
+
+    A sparse gradient (tf.IndexedSlices: an embedding table's rows, [rows, width] values) is
+    made dense only after the decay, so the table's two full-size temporaries (lr * wd * param
+    and the dense gradient) never coexist on the device that owns it.
     """
     decay = []
     # Decoupled weight decay: added to the update, not to the loss, so it does not interact
@@ -460,9 +472,11 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     if self._do_use_weight_decay(param_name):
       # Both updates work in place, so they must wait for the gradient (the clipped one depends
       # on every gradient, hence on every read of every variable in the towers).
-      with tf.control_dependencies([grad]):
+      with tf.control_dependencies(_tensors_of(grad)):
         decay = [param.assign_sub(self._learning_rate(param_name) * self.weight_decay_rate *
                                   param)]
+    with tf.control_dependencies(decay):
+      grad = tf.convert_to_tensor(grad)  # Sparse embedding gradients become dense here.
     args = (0.0, 0.0, self._learning_rate(param_name), self.beta_1, self.beta_2, self.epsilon, grad)
     with tf.control_dependencies(decay):
       if hasattr(param, "handle"):  # resource variables
@@ -500,6 +514,13 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     raise NotImplementedError("use apply_gradients")
 
 
+def _tensors_of(grad):
+  """The tensors a gradient is made of: [grad], or a tf.IndexedSlices' values and indices."""
+  if isinstance(grad, tf.IndexedSlices):
+    return [grad.values, grad.indices]
+  return [grad]
+
+
 class LambOptimizer(AdamWeightDecayOptimizer):
   """LAMB ("Large Batch Optimization for Deep Learning", You et al., 2019) for very large batches.
 
@@ -521,6 +542,7 @@ class LambOptimizer(AdamWeightDecayOptimizer):
 
   def _apply_one(self, param_name, param, m, v, grad):
     """One LAMB step: the AdamW update, times the trust ratio, element-wise ops."""
+    grad = tf.convert_to_tensor(grad)
     next_m = tf.multiply(self.beta_1, m) + tf.multiply(1.0 - self.beta_1, grad)
     next_v = tf.multiply(self.beta_2, v) + tf.multiply(1.0 - self.beta_2, tf.square(grad))
     update = next_m / (tf.sqrt(next_v) + self.epsilon)

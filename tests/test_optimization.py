@@ -72,6 +72,49 @@ def test_an_embedding_gradient_is_clipped_by_the_norm_of_its_dense_form():
   np.testing.assert_allclose(m, [[0, 0], [0, 0], [0.1 * 0.6, 0.1 * 0.8]], rtol=1e-5)
 
 
+def _ancestors(op):
+  """Every op `op` waits for, through data and control inputs."""
+  seen, todo = set(), [op]
+  while todo:
+    current = todo.pop()
+    for parent in [t.op for t in current.inputs] + list(current.control_inputs):
+      if parent not in seen:
+        seen.add(parent)
+        todo.append(parent)
+  return seen
+
+
+def test_an_embedding_table_is_made_dense_after_every_other_update_and_its_decay():
+  """The table's full-size dense gradient waits for the dense updates (the backward pass's
+  gradients are then consumed) and for its own weight decay (no two table-size temporaries at
+  once): what keeps the owner of the word embeddings level with the other towers' devices."""
+  with tf.Graph().as_default() as graph, tf.Session() as sess:
+    table = tf.get_variable("word_embeddings", initializer=tf.ones([3, 2]))
+    kernel = tf.get_variable("dense/kernel", initializer=tf.ones([2, 2]))
+    rows = tf.IndexedSlices(tf.constant([[3.0, 4.0]]), tf.constant([2]), tf.constant([3, 2]))
+    train_op, _ = optimization.create_train_op_from_grads(
+        [(rows, table), (tf.fill([2, 2], 0.5), kernel)], init_lr=0.1, num_train_steps=10,
+        num_warmup_steps=0)
+    applies = {op.inputs[0].op.name: op for op in graph.get_operations()
+               if op.type in ("ApplyAdam", "ResourceApplyAdam")}
+    densify = applies["word_embeddings"].inputs[-1].op  # the gradient ApplyAdam reads
+    decays = [op for op in graph.get_operations() if op.type in ("AssignSub", "AssignSubVariableOp")
+              and op.inputs[0].op.name == "word_embeddings"]
+    assert densify.type == "UnsortedSegmentSum" and len(decays) == 1, (densify, decays)
+    waits_for = _ancestors(densify)
+    assert applies["dense/kernel"] in waits_for and decays[0] in waits_for
+    sess.run(tf.global_variables_initializer())
+    sess.run(train_op)
+    new_table, new_kernel = sess.run([table, kernel])
+  # lr 0.1 at step 0 of 10 without warm-up, decay 0.01. Adam's first step without bias
+  # correction moves a touched value by lr * 0.1 / sqrt(0.001) (m = 0.1 g, v = 0.001 g^2), the
+  # untouched rows only by the decay.
+  step = 0.1 * 0.1 / np.sqrt(0.001)
+  np.testing.assert_allclose(new_table[:2], 1.0 - 0.1 * 0.01, rtol=1e-6)
+  np.testing.assert_allclose(new_table[2], 1.0 - 0.1 * 0.01 - step, rtol=1e-3)  # epsilon
+  np.testing.assert_allclose(new_kernel, 1.0 - 0.1 * 0.01 - step, rtol=1e-3)
+
+
 def test_stock_create_optimizer_trains_a_loss():
   with tf.Graph().as_default(), tf.Session() as sess:
     x = tf.get_variable("x", initializer=tf.constant(3.0))
