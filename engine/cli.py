@@ -512,10 +512,11 @@ def _show_project_flags_in_help():
 
 def _is_file_error(exc):
   """Whether `exc` may be a fault of the machine: an OSError, a MemoryError, a TF OpError, or
-  the IndexError that TensorFlow's event-file writer raises for a failed write ("<path>; File
-  too large" past ulimit -f, "No space left on device")."""
+  the IndexError or RuntimeError that TensorFlow's event-file writer raises for a failed write
+  or flush ("<path>; File too large" past ulimit -f, "No space left on device")."""
   if isinstance(exc, (OSError, MemoryError)):
     return True
-  if isinstance(exc, IndexError) and any(text in str(exc) for _, text, _ in _MACHINE_FAULTS):
+  if (isinstance(exc, (IndexError, RuntimeError)) and
+      any(text in str(exc) for _, text, _ in _MACHINE_FAULTS)):
     return True
   return type(exc).__module__.startswith("tensorflow") and hasattr(exc, "error_code")

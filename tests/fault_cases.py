@@ -463,7 +463,7 @@ CLF, RW, PT, CPD = ("run_classifier_mgpu.py", "run_rewrite_finetune.py", "run_pr
 TO_HF, FROM_HF = "convert_to_hf.py", "convert_hf_checkpoint.py"
 # The scripts whose runs the script host forks (create_pretraining_data.py imports no
 # TensorFlow: it starts in 0.2 s, and its cases run as it does, without TensorFlow loaded).
-HOSTED_SCRIPTS = (CLF, RW, PT)
+HOSTED_SCRIPTS = (CLF, RW, PT, TO_HF, FROM_HF)
 BIG = 20000  # rows of the data sets that keep a stage busy long enough to be interrupted
 
 
@@ -1273,8 +1273,8 @@ def _copy_into(attr):
 
 
 def _convert_to_hf(world, checkpoint, output_dir):
-  _check_ok(run(TO_HF, "--checkpoint=%s" % checkpoint, "--bert_config_file=%s" % world.config,
-                "--vocab_file=%s" % world.vocab, "--output_dir=%s" % output_dir),
+  _check_ok(world.run(TO_HF, "--checkpoint=%s" % checkpoint, "--bert_config_file=%s" % world.config,
+                      "--vocab_file=%s" % world.vocab, "--output_dir=%s" % output_dir),
             "the case's conversion")
   return output_dir
 
@@ -1356,7 +1356,7 @@ def output_cases():
            prepare=_full_disk(
                "tf", lambda w, d, path: (
                    _convert_to_hf(w, w.pt_out, os.path.join(d, "hf_pt")),
-                   _check_ok(run(FROM_HF, "--hf_model_dir=%s" % _convert_to_hf(
+                   _check_ok(w.run(FROM_HF, "--hf_model_dir=%s" % _convert_to_hf(
                        w, w.clf_out, os.path.join(d, "hf_clf")), "--output_dir=%s" % path),
                              "the case's first conversion")),
                free_bytes=2 * PAGE),

@@ -123,6 +123,28 @@ def test_internal_errors_are_one_line_with_the_traceback_in_a_file(tmp_path):
   assert "Traceback (most recent call last)" in proc.stderr and proc.returncode == 1
 
 
+def test_a_full_disk_met_by_the_event_writers_flush_is_one_line(tmp_path):
+  """TensorFlow's event-file writer reports a failed flush as a RuntimeError ("<path>; No
+  space left on device" and a second line); what clf_disk_full_checkpoint meets when the disk
+  fills at a summary rather than at the checkpoint. It is a fault of the machine: exit 2 and one
+  line naming the file and the flag, as a full disk anywhere else."""
+  script = tmp_path / "full.py"
+  script.write_text("from engine import cli\n"
+                    "def main(_):\n"
+                    "  raise RuntimeError('/out/events.out.tfevents.1.vm; No space left on device"
+                    "\\n\\tFailed to flush 2 events to /out/events.out.tfevents.1.vm')\n"
+                    "cli.run_main(main)\n")
+  env = dict(os.environ, PYTHONPATH=fault_cases.REPO_ROOT)
+  env.pop(cli.TRACEBACK_ENV, None)
+  proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                        timeout=60)
+  lines = proc.stderr.strip().splitlines()
+  assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+  assert lines[0] == ("error: /out/events.out.tfevents.1.vm; No space left on device: free "
+                      "space there (df -h) or choose another --output_dir, then rerun the same "
+                      "command"), lines[0]
+
+
 def test_a_stuck_call_still_exits_on_sigterm(tmp_path):
   """The watchdog ends a process whose main thread is stuck inside one TensorFlow call (here:
   an endlessly repeated empty record file, the old hang of an empty training set; Python runs
