@@ -35,13 +35,16 @@ def _host_for(command, env):
   """The script host and script if it can run argv `command` in `env`, else (None, None).
 
   The host's environment must be `env` but for PYTEST_CURRENT_TEST, which pytest changes for
-  every test (the run gets `env`, that variable too).
+  every test (the run gets `env`, that variable too). The host starts with the plain `_env()`,
+  whatever the run that starts it asks for: a host started for a run with its own variables
+  (TF_CONFIG, say) would match none of the plain runs after it, and each of those would pay
+  for importing TensorFlow again.
   """
   script = os.path.relpath(command[1], REPO_ROOT) if len(command) > 1 else None
   if command[0] != sys.executable or script not in HOSTED_SCRIPTS:
     return None, None
   if not _HOST:
-    _HOST.append(script_host.ScriptHost(HOSTED_SCRIPTS, env))
+    _HOST.append(script_host.ScriptHost(HOSTED_SCRIPTS, _env()))
   same = lambda e: {k: v for k, v in e.items() if k != "PYTEST_CURRENT_TEST"}
   return (_HOST[0], script) if same(_HOST[0].env) == same(env) else (None, None)
 
