@@ -10,9 +10,6 @@ with --head_first_steps=0.
 """
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,9 +21,9 @@ from engine import training
 import modeling
 import optimization
 from pretraining import mlm
+import script_runner
 import tower_utils
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2,
                              num_attention_heads=2, intermediate_size=32,
                              max_position_embeddings=16, hidden_dropout_prob=0.0,
@@ -173,10 +170,8 @@ TINY = dict(vocab_size=26, hidden_size=16, num_hidden_layers=2, num_attention_he
             initializer_range=0.02)
 
 
-def _run(*args):
-  env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=REPO)
-  return subprocess.run([sys.executable] + list(args), cwd=REPO, env=env, capture_output=True,
-                        text=True, timeout=300)
+def _run(script, *args):
+  return script_runner.run_script(script, *args, timeout=300)
 
 
 @pytest.fixture(scope="module")
