@@ -142,7 +142,7 @@ class ScriptHost(object):
       cwd: the run's working directory.
       env: the run's environment (default: the host's). What TensorFlow read when the host
         imported it stays the host's: callers give an env that differs from it only in
-        variables read later (script_runner: pytest's PYTEST_CURRENT_TEST).
+        variables read later (script_runner._READ_ON_IMPORT names those that must agree).
       stdin: text for the run's standard input (written by a thread), or None for /dev/null.
       stdout: whether to pipe the run's stdout (else /dev/null).
       errors: how undecodable bytes of stdout and stderr are read.

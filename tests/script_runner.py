@@ -31,22 +31,35 @@ def _env(updates=None):
   return env
 
 
+# The variables the host's imports (Python, TensorFlow, oneDNN, OpenMP, numpy's BLAS, ours) may
+# have read: a run whose environment differs in one of these needs a fresh process.
+_READ_ON_IMPORT = ("PYTHON", "TF_", "CUDA", "XLA", "OMP_", "KMP_", "MKL", "OPENBLAS", "DNNL",
+                   "ONEDNN", "LD_", "BERT_MGPU")
+
+
+def _read_on_import(env):
+  return {k: v for k, v in env.items() if k.startswith(_READ_ON_IMPORT)}
+
+
 def _host_for(command, env):
   """The script host and script if it can run argv `command` in `env`, else (None, None).
 
-  The host's environment must be `env` but for PYTEST_CURRENT_TEST, which pytest changes for
-  every test (the run gets `env`, that variable too). The host starts with the plain `_env()`,
-  whatever the run that starts it asks for: a host started for a run with its own variables
-  (TF_CONFIG, say) would match none of the plain runs after it, and each of those would pay
-  for importing TensorFlow again.
+  A hosted run gets all of `env` (tests/script_host.py sets it in the forked child), but what
+  the host's imports read stays the host's: so the host serves a run only when `env` agrees
+  with the host's on the variables of _READ_ON_IMPORT. Others may differ: pytest's
+  PYTEST_CURRENT_TEST changes for every test, and importing torch in a test sets
+  TORCHINDUCTOR_CACHE_DIR for the rest of the session (with a strict comparison, every run
+  after that imported TensorFlow afresh). The host starts with the plain `_env()`, whatever the
+  run that starts it asks for (TF_CONFIG, say), so that the plain runs after it match.
   """
   script = os.path.relpath(command[1], REPO_ROOT) if len(command) > 1 else None
   if command[0] != sys.executable or script not in HOSTED_SCRIPTS:
     return None, None
   if not _HOST:
     _HOST.append(script_host.ScriptHost(HOSTED_SCRIPTS, _env()))
-  same = lambda e: {k: v for k, v in e.items() if k != "PYTEST_CURRENT_TEST"}
-  return (_HOST[0], script) if same(_HOST[0].env) == same(env) else (None, None)
+  if _read_on_import(_HOST[0].env) != _read_on_import(env):
+    return None, None
+  return _HOST[0], script
 
 
 def close_host():

@@ -376,3 +376,19 @@ def test_init_checkpoint_from_a_finished_run_restores_weights_not_step(trained, 
   assert "not in init_checkpoint" not in proc.stderr
   assert tf.train.load_variable(tf.train.latest_checkpoint(str(tmp_path / "from_init")),
                                 "global_step") == 16
+
+
+def test_script_runs_stay_hosted_after_a_test_sets_an_unrelated_variable(monkeypatch):
+  """Importing torch sets TORCHINDUCTOR_CACHE_DIR for the rest of the session; the script host
+  must still serve plain runs (else each imports TensorFlow again: seconds per run), but not a
+  run whose environment changes what TensorFlow reads on import."""
+  # pylint: disable=protected-access
+  import script_runner  # pylint: disable=g-import-not-at-top
+  command = script_runner.script_command("run_classifier_mgpu.py", "--help")
+  assert script_runner._host_for(command, script_runner._env())[0]  # started, if not yet
+  monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/set-by-torch")
+  host, script = script_runner._host_for(command, script_runner._env())
+  assert host is not None and script == "run_classifier_mgpu.py"
+  monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "1")
+  assert script_runner._host_for(command, script_runner._env()) == (None, None)
+  assert "--n_gpus" in run_script("run_classifier_mgpu.py", "--help").stdout
