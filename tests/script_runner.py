@@ -31,10 +31,11 @@ def _env(updates=None):
   return env
 
 
-# The variables the host's imports (Python, TensorFlow, oneDNN, OpenMP, numpy's BLAS, ours) may
-# have read: a run whose environment differs in one of these needs a fresh process.
-_READ_ON_IMPORT = ("PYTHON", "TF_", "CUDA", "XLA", "OMP_", "KMP_", "MKL", "OPENBLAS", "DNNL",
-                   "ONEDNN", "LD_", "BERT_MGPU")
+# The variables the host's start and imports (Python's locale and temp folder, TensorFlow,
+# oneDNN, OpenMP, numpy's BLAS, ours) may have read: a run whose environment differs in one of
+# these needs a fresh process.
+_READ_ON_IMPORT = ("PYTHON", "LANG", "LC_", "TMP", "TEMP", "TF_", "CUDA", "XLA", "OMP_", "KMP_",
+                   "MKL", "OPENBLAS", "DNNL", "ONEDNN", "LD_", "BERT_MGPU")
 
 
 def _read_on_import(env):
