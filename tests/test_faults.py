@@ -97,17 +97,27 @@ def test_kill9_during_training_loses_only_the_steps_since_the_last_checkpoint(re
   assert reached >= 7 and saved and reached - saved[-1] <= 2, (reached, saved)
 
 
-def test_internal_errors_are_one_line_with_the_traceback_in_a_file(tmp_path):
-  """A bug (not an input error) prints one `internal error` line naming a traceback file."""
-  script = tmp_path / "buggy.py"
+def _cli_script(tmp_path, main_body):
+  """Writes a script whose main (run by cli.run_main) is `main_body`; returns (path, env)."""
+  script = tmp_path / "main.py"
   script.write_text("from engine import cli\n"
                     "def main(_):\n"
-                    "  return {}['no such key']\n"
-                    "cli.run_main(main)\n")
+                    "  %s\n"
+                    "cli.run_main(main)\n" % main_body)
   env = dict(os.environ, PYTHONPATH=fault_cases.REPO_ROOT)
   env.pop(cli.TRACEBACK_ENV, None)
-  proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+  return str(script), env
+
+
+def _run_cli_script(script, env):
+  return subprocess.run([sys.executable, script], env=env, capture_output=True, text=True,
                         timeout=60)
+
+
+def test_internal_errors_are_one_line_with_the_traceback_in_a_file(tmp_path):
+  """A bug (not an input error) prints one `internal error` line naming a traceback file."""
+  script, env = _cli_script(tmp_path, "return {}['no such key']")
+  proc = _run_cli_script(script, env)
   assert proc.returncode == cli.EXIT_INTERNAL_ERROR
   assert "Traceback" not in proc.stderr
   line = proc.stderr.strip().splitlines()[-1]
@@ -118,8 +128,7 @@ def test_internal_errors_are_one_line_with_the_traceback_in_a_file(tmp_path):
   os.remove(path)
   # Developers can ask for the traceback itself.
   env[cli.TRACEBACK_ENV] = "1"
-  proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                        timeout=60)
+  proc = _run_cli_script(script, env)
   assert "Traceback (most recent call last)" in proc.stderr and proc.returncode == 1
 
 
@@ -128,16 +137,9 @@ def test_a_full_disk_met_by_the_event_writers_flush_is_one_line(tmp_path):
   space left on device" and a second line); what clf_disk_full_checkpoint meets when the disk
   fills at a summary rather than at the checkpoint. It is a fault of the machine: exit 2 and one
   line naming the file and the flag, as a full disk anywhere else."""
-  script = tmp_path / "full.py"
-  script.write_text("from engine import cli\n"
-                    "def main(_):\n"
-                    "  raise RuntimeError('/out/events.out.tfevents.1.vm; No space left on device"
-                    "\\n\\tFailed to flush 2 events to /out/events.out.tfevents.1.vm')\n"
-                    "cli.run_main(main)\n")
-  env = dict(os.environ, PYTHONPATH=fault_cases.REPO_ROOT)
-  env.pop(cli.TRACEBACK_ENV, None)
-  proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                        timeout=60)
+  proc = _run_cli_script(*_cli_script(
+      tmp_path, "raise RuntimeError('/out/events.out.tfevents.1.vm; No space left on device"
+      "\\n\\tFailed to flush 2 events to /out/events.out.tfevents.1.vm')"))
   lines = proc.stderr.strip().splitlines()
   assert proc.returncode == 2 and len(lines) == 1, proc.stderr
   assert lines[0] == ("error: /out/events.out.tfevents.1.vm; No space left on device: free "
