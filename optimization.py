@@ -477,8 +477,8 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
                                   param)]
     with tf.control_dependencies(decay):
       grad = tf.convert_to_tensor(grad)  # Sparse embedding gradients become dense here.
-    args = (0.0, 0.0, self._learning_rate(param_name), self.beta_1, self.beta_2, self.epsilon, grad)
-    with tf.control_dependencies(decay):
+      args = (0.0, 0.0, self._learning_rate(param_name), self.beta_1, self.beta_2, self.epsilon,
+              grad)
       if hasattr(param, "handle"):  # resource variables
         return gen_training_ops.resource_apply_adam(param.handle, m.handle, v.handle, *args)
       return gen_training_ops.apply_adam(param, m, v, *args)
