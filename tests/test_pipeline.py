@@ -261,35 +261,52 @@ def unsplit_by_rows():
                             tower_utils.parallel_spec(1)) for rows in (8, 12)}
 
 
-@pytest.mark.parametrize("stages,micro,towers", [(2, 4, 1), (2, 6, 1), (3, 4, 1), (3, 6, 1),
-                                                 (2, 4, 2), (3, 6, 2)])
-def test_1f1b_updates_like_gpipe_and_the_unsplit_model(unsplit_by_rows, stages, micro, towers):
-  rows = 12 if micro == 6 else 8
-  if towers == 2:
-    rows = 2 * micro
-  reference = unsplit_by_rows.get(rows) or _one_update(
-      _classifier_tower, _classifier_rows(rows), tower_utils.parallel_spec(1))
-  runs = {}
-  for schedule in ("gpipe", "1f1b"):
-    spec = tower_utils.parallel_spec(towers, pipeline_stages=stages, num_micro_batches=micro,
-                                     pipeline_schedule=schedule)
-    runs[schedule] = _one_update(_classifier_tower, _classifier_rows(rows), spec, reference[2])
-    _assert_same_update(reference, runs[schedule])
-  _assert_same_update(runs["gpipe"], runs["1f1b"])
-  # Stage s's forward pass of micro-batch m waits for its backward pass of m-(K-s): one gate
-  # per (tower, stage, micro-batch m >= K-s), none under GPipe.
-  def gates(graph):
-    return sorted(op.name for op in graph.get_operations() if "1f1b_stage_" in op.name)
-  expected = towers * sum(micro - (stages - s) for s in range(stages))
-  assert len(gates(runs["1f1b"][4])) == expected and not gates(runs["gpipe"][4])
-  for name in gates(runs["1f1b"][4]):
+def _1f1b_gates(graph):
+  return sorted(op.name for op in graph.get_operations() if "1f1b_stage_" in op.name)
+
+
+def _assert_1f1b_gates(graph, stages, micro, towers):
+  """Stage s's forward pass of micro-batch m waits for its backward pass of m-(K-s): one gate
+  per (tower, stage, micro-batch m >= K-s), gating only micro-batch m's ops."""
+  gates = _1f1b_gates(graph)
+  assert len(gates) == towers * sum(micro - (stages - s) for s in range(stages))
+  for name in gates:
     stage, m = map(int, re.search(r"1f1b_stage_(\d+)_micro_(\d+)", name).groups())
-    gate = runs["1f1b"][4].get_operation_by_name(name)
+    gate = graph.get_operation_by_name(name)
     waited = {re.search(r"micro_(\d+)", op.name).group(1) for op in gate.control_inputs
               if re.search(r"micro_(\d+)", op.name)}
     assert waited == {str(m - (stages - stage))}, (name, waited)
-    gated = [op for op in runs["1f1b"][4].get_operations() if gate in op.control_inputs]
+    gated = [op for op in graph.get_operations() if gate in op.control_inputs]
     assert gated and all("micro_%d/" % m in op.name for op in gated), name
+
+
+@pytest.mark.parametrize("stages,micro,towers", [(2, 4, 1), (2, 6, 1), (3, 4, 1), (3, 6, 1),
+                                                 (3, 6, 2)])
+def test_1f1b_updates_like_the_unsplit_model(unsplit_by_rows, stages, micro, towers):
+  """The 1F1B schedule gives the unsplit model's update, with its gates where it promises."""
+  rows = 2 * micro if towers == 2 else (12 if micro == 6 else 8)
+  reference = unsplit_by_rows[rows]
+  spec = tower_utils.parallel_spec(towers, pipeline_stages=stages, num_micro_batches=micro,
+                                   pipeline_schedule="1f1b")
+  run = _one_update(_classifier_tower, _classifier_rows(rows), spec, reference[2])
+  _assert_same_update(reference, run)
+  _assert_1f1b_gates(run[4], stages, micro, towers)
+
+
+def test_1f1b_updates_like_gpipe_which_has_no_gates(unsplit_by_rows):
+  """2 towers x 2 stages x 4 micro-batches under both schedules: the unsplit model's update,
+  the same as each other's, and gates in 1F1B's graph only. (GPipe against the unsplit model at
+  other shapes: test_stages_and_micro_batches_update_like_the_unsplit_classifier; 1F1B: above.)"""
+  runs = {}
+  for schedule in ("gpipe", "1f1b"):
+    spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=4,
+                                     pipeline_schedule=schedule)
+    runs[schedule] = _one_update(_classifier_tower, _classifier_rows(8), spec,
+                                 unsplit_by_rows[8][2])
+    _assert_same_update(unsplit_by_rows[8], runs[schedule])
+  _assert_same_update(runs["gpipe"], runs["1f1b"])
+  _assert_1f1b_gates(runs["1f1b"][4], 2, 4, 2)
+  assert not _1f1b_gates(runs["gpipe"][4])
 
 
 def test_1f1b_with_loss_scaling_updates_like_the_unsplit_model(unsplit_by_rows):
