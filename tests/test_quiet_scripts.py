@@ -22,6 +22,7 @@ import tempfile
 import pytest
 
 import fault_cases
+import script_runner
 import test_layout
 
 HOOK = r'''
@@ -156,7 +157,8 @@ def test_a_run_writes_every_file_whole(runs, script):
 @pytest.mark.parametrize("script", SCRIPTS)
 @pytest.mark.parametrize("flag", ["--help", "--helpshort"])
 def test_help_exits_0_and_lists_the_scripts_flags(script, flag):
-  proc = subprocess.run(fault_cases.command(script, flag), env=_env(),
-                        capture_output=True, text=True, timeout=120)
+  """(Forked from the script host where it can: the fixture's runs above are the fresh
+  processes in a user's environment.)"""
+  proc = script_runner.run_script(script, flag, timeout=120)
   assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
   assert "flags:" in proc.stdout and "error:" not in proc.stderr, proc.stdout[-2000:]
