@@ -37,11 +37,12 @@ def plain(value):
   if value.dtype.kind in "SO":
     value = np.vectorize(lambda b: b.decode("utf-8"), otypes=[str])(value)
   return value.tolist()
-results = []
+outputs = []
 for signature, inputs in json.load(sys.stdin):
-  outputs = model.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
-  results.append({k: plain(v) for k, v in outputs.items()})
-print(json.dumps(results))
+  if isinstance(inputs, int):  # the outputs of an earlier call
+    inputs = outputs[inputs]
+  outputs.append(model.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()}))
+print(json.dumps([{k: plain(v) for k, v in out.items()} for out in outputs]))
 """
 
 # Single texts that exercise every step of BasicTokenizer and WordpieceTokenizer.
@@ -58,7 +59,8 @@ PROBE_TEXTS = [
 
 
 def _probe(saved_model_dir, calls):
-  """Outputs of `calls` ([signature, inputs] pairs) from a fresh process without the repo."""
+  """Outputs of `calls` ([signature, inputs] pairs; inputs k: the outputs of call k) from a
+  fresh process without the repo."""
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   proc = subprocess.run([sys.executable, "-c", _PROBE, saved_model_dir], input=json.dumps(calls),
                         capture_output=True, text=True, cwd="/", env=env, timeout=300)
@@ -121,9 +123,8 @@ def classifier_outputs(classifier):
   examples = classifier_data.TsvProcessor(out).get_test_examples(os.path.join(root, "data"))
   texts = {"text_a": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
   probes = {"text_a": PROBE_TEXTS, "text_b": PROBE_TEXTS[::-1]}
-  served, tokenized, probe_ids = _probe(os.path.join(out, "saved_model"), [
-      ["serving_default", texts], ["tokenize", texts], ["tokenize", probes]])
-  from_ids = _probe(os.path.join(out, "saved_model"), [["serve_ids", tokenized]])[0]
+  served, tokenized, probe_ids, from_ids = _probe(os.path.join(out, "saved_model"), [
+      ["serving_default", texts], ["tokenize", texts], ["tokenize", probes], ["serve_ids", 1]])
   return examples, probes, served, tokenized, probe_ids, from_ids
 
 
@@ -285,9 +286,9 @@ def test_exported_rewriter_reproduces_predict_txt(tmp_path):
       "--length_penalty=0.6", "--no_repeat_ngram_size=2", "--min_target_length=2"]
   proc = run_script("run_rewrite_finetune.py", *flags)
   assert proc.returncode == 0, proc.stderr[-4000:]
-  served, tokenized = _probe(os.path.join(out, "saved_model"), [
-      ["serving_default", {"source": sources}], ["tokenize", {"source": sources}]])
-  from_ids = _probe(os.path.join(out, "saved_model"), [["serve_ids", tokenized]])[0]
+  served, _, from_ids = _probe(os.path.join(out, "saved_model"), [
+      ["serving_default", {"source": sources}], ["tokenize", {"source": sources}],
+      ["serve_ids", 1]])
   with open(os.path.join(out, "predict.txt"), encoding="utf-8") as f:
     predictions = f.read().splitlines()
   assert len(predictions) == test_rewrite_script.NUM_TEST
