@@ -293,30 +293,22 @@ def test_1f1b_updates_like_the_unsplit_model(unsplit_by_rows, stages, micro, tow
   _assert_1f1b_gates(run[4], stages, micro, towers)
 
 
-def test_1f1b_updates_like_gpipe_which_has_no_gates(unsplit_by_rows):
-  """2 towers x 2 stages x 4 micro-batches under both schedules: the unsplit model's update,
-  the same as each other's, and gates in 1F1B's graph only. (GPipe against the unsplit model at
-  other shapes: test_stages_and_micro_batches_update_like_the_unsplit_classifier; 1F1B: above.)"""
+def test_1f1b_with_loss_scaling_updates_like_gpipe_which_has_no_gates(unsplit_by_rows):
+  """2 towers x 2 stages x 4 micro-batches under both schedules, 1F1B with fp16's loss scaling
+  (every micro-batch's backward pass differentiates the scaled loss and the summed gradients
+  are unscaled once): the unsplit model's update, the same as each other's, and gates in 1F1B's
+  graph only. (GPipe against the unsplit model at other shapes:
+  test_stages_and_micro_batches_update_like_the_unsplit_classifier; 1F1B: above.)"""
   runs = {}
-  for schedule in ("gpipe", "1f1b"):
+  for schedule, loss_scale in (("gpipe", None), ("1f1b", 512.0)):
     spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=4,
                                      pipeline_schedule=schedule)
     runs[schedule] = _one_update(_classifier_tower, _classifier_rows(8), spec,
-                                 unsplit_by_rows[8][2])
+                                 unsplit_by_rows[8][2], loss_scale=loss_scale)
     _assert_same_update(unsplit_by_rows[8], runs[schedule])
   _assert_same_update(runs["gpipe"], runs["1f1b"])
   _assert_1f1b_gates(runs["1f1b"][4], 2, 4, 2)
   assert not _1f1b_gates(runs["gpipe"][4])
-
-
-def test_1f1b_with_loss_scaling_updates_like_the_unsplit_model(unsplit_by_rows):
-  """fp16's loss scaling: every micro-batch's backward pass differentiates the scaled loss and
-  the summed gradients are unscaled once; 2 towers x 2 stages, 4 micro-batches."""
-  reference = unsplit_by_rows[8]
-  spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=4,
-                                   pipeline_schedule="1f1b")
-  run = _one_update(_classifier_tower, _classifier_rows(8), spec, reference[2], loss_scale=512.0)
-  _assert_same_update(reference, run)
 
 
 def test_1f1b_with_fewer_micro_batches_than_stages_is_an_input_error():
