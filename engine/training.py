@@ -40,6 +40,7 @@ from engine import checkpoints as checkpoint_lib
 from engine import cli
 from engine import divergence
 from engine import head_first
+from engine import input_pipeline
 from engine import run_info
 import modeling
 import optimization
@@ -191,7 +192,7 @@ def stamp_ready_time(dataset):
     features[_READY_TIME] = tf.timestamp()
     return features
 
-  return dataset.map(stamp).prefetch(1)
+  return input_pipeline.plain_map(dataset, stamp).prefetch(1)
 
 
 def run_update(sess, train_graph, accum_steps, final_fetches):

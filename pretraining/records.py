@@ -126,17 +126,19 @@ def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_exa
       if fmt["dynamic"]:
         # Batch numbers keep growing over the endless dataset, so every pass over the data gets
         # new masks; a resumed run starts from another seed (training.train adds the step).
-        d = d.enumerate().map(lambda i, f: apply_masks(f, masking_config, [seed, i]))
+        d = input_pipeline.plain_map(d.enumerate(),
+                                     lambda i, f: apply_masks(f, masking_config, [seed, i]))
       return d
     d = tf.data.TFRecordDataset(input_files)
     if max_examples:
       d = d.take(max_examples)
-    d = d.map(lambda record: input_pipeline.decode_record(record, features_spec))
+    d = input_pipeline.plain_map(
+        d, lambda record: input_pipeline.decode_record(record, features_spec))
     if fmt["dynamic"]:
       # Eval masks are seeded per example, so every checkpoint, batch size and --n_gpus is
       # scored on the same masked positions.
-      d = d.batch(1).enumerate().map(
-          lambda i, f: apply_masks(f, masking_config, [seed, i])).unbatch()
+      d = input_pipeline.plain_map(
+          d.batch(1).enumerate(), lambda i, f: apply_masks(f, masking_config, [seed, i])).unbatch()
     return d.batch(rows)
 
   return input_fn
