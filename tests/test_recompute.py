@@ -1,5 +1,6 @@
 """--recompute=layer (parallel/recompute.py): the same update as without it, with less kept."""
 
+import functools
 import os
 import sys
 
@@ -17,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 DROPOUT_CONFIG = modeling.BertConfig(**dict(CONFIG.to_dict(), hidden_dropout_prob=0.1,
                                             attention_probs_dropout_prob=0.2))
+CONFIGS = {"no_dropout": CONFIG, "dropout": DROPOUT_CONFIG}
 
 
 def _tower(config, dtype=tf.float32):
@@ -34,6 +36,13 @@ def _update(config, recompute, dtype=tf.float32, start=None, **parallel):
   return _one_update(_tower(config, dtype), _classifier_data(), spec, start)
 
 
+@functools.lru_cache(maxsize=None)
+def _plain(config_name, n_towers=1, dtype=tf.float32):
+  """The update without recomputation from the seeded start (shared by the tests that compare
+  with it); config_name: "no_dropout" or "dropout"."""
+  return _update(CONFIGS[config_name], "none", dtype, n_towers=n_towers)
+
+
 def _kept_for_backward(graph):
   """Forward attention and feed-forward ops of the encoder whose outputs a gradient op reads."""
   kept = set()
@@ -47,11 +56,11 @@ def _kept_for_backward(graph):
   return kept
 
 
-@pytest.mark.parametrize("config", [CONFIG, DROPOUT_CONFIG], ids=["no_dropout", "dropout"])
+@pytest.mark.parametrize("config_name", ["no_dropout", "dropout"])
 @pytest.mark.parametrize("n_towers", [1, 2])
-def test_layer_recompute_updates_like_no_recompute(config, n_towers):
-  plain = _update(config, "none", n_towers=n_towers)
-  recomputed = _update(config, "layer", start=plain[2], n_towers=n_towers)
+def test_layer_recompute_updates_like_no_recompute(config_name, n_towers):
+  plain = _plain(config_name, n_towers)
+  recomputed = _update(CONFIGS[config_name], "layer", start=plain[2], n_towers=n_towers)
   _assert_same_update(plain, recomputed)
   # Without recomputation the backward pass reads the layers' insides; with it, none of them.
   assert len(_kept_for_backward(plain[4])) >= 4 * CONFIG.num_hidden_layers
@@ -66,14 +75,15 @@ def test_layer_recompute_updates_like_no_recompute(config, n_towers):
 def test_dropout_is_on_and_the_same_mask_is_replayed():
   """With dropout the loss differs from the dropout-free one (so the masks act), yet the
   recomputed backward pass reproduces the forward masks (same gradients as above)."""
-  no_dropout = _update(CONFIG, "none")
-  dropout = _update(DROPOUT_CONFIG, "none", start=no_dropout[2])
+  no_dropout, dropout = _plain("no_dropout"), _plain("dropout")
+  for name, value in no_dropout[2].items():  # the same seeded start
+    np.testing.assert_array_equal(dropout[2][name], value, err_msg=name)
   changed = max(np.abs(dropout[1][n] - no_dropout[1][n]).max() for n in no_dropout[1])
   assert changed > 1e-3, changed
 
 
 def test_recompute_with_pipeline_stages_and_bfloat16():
-  plain = _update(CONFIG, "none", dtype=tf.bfloat16)
+  plain = _plain("no_dropout", dtype=tf.bfloat16)
   piped = _update(CONFIG, "layer", dtype=tf.bfloat16, start=plain[2], pipeline_stages=2,
                   num_micro_batches=2)
   loss_1, grads_1, _, after_1 = plain[:4]
@@ -87,7 +97,7 @@ def test_recompute_with_pipeline_stages_and_bfloat16():
 
 
 def test_recompute_with_pipeline_stages_updates_like_the_unsplit_model():
-  plain = _update(CONFIG, "none")
+  plain = _plain("no_dropout")
   piped = _update(CONFIG, "layer", start=plain[2], pipeline_stages=2, num_micro_batches=2,
                   n_towers=2)
   _assert_same_update(plain, piped)
