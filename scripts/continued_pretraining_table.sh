@@ -15,7 +15,8 @@
 # run_pretraining_mgpu.py's defaults otherwise (PRETRAIN_FLAGS="--head_first_steps=N" trains the
 # new heads alone on the frozen checkpoint first):
 #   mlm: [MASK] (masks drawn anew every pass); macbert: the words that would become [MASK] become
-#   similar words (build_similar_words.py on the text; needs gensim); electra: the discriminator is
+#   similar words (build_similar_words.py: the text's words, neighbours by the checkpoint's own
+#   word-piece embeddings; word2vec on a task's text gives noise); electra: the discriminator is
 #   the checkpoint's encoder.
 #
 # Knobs, checked before any work:
@@ -61,10 +62,6 @@ for value in "$FINETUNE_EPOCHS" "$FINETUNE_LR" "$PRETRAIN_LR"; do
   is_positive "$value" || fail "FINETUNE_EPOCHS, FINETUNE_LR and PRETRAIN_LR take positive numbers, got '$value'"
 done
 [[ "${TABLE_ONLY:-0}" =~ ^[01]$ ]] || fail "TABLE_ONLY takes 0 or 1, got '$TABLE_ONLY'"
-if [[ " $ARMS " == *" macbert "* ]] && [ "${TABLE_ONLY:-0}" != 1 ]; then
-  python -c "import gensim" 2> /dev/null ||
-    fail "ARMS=macbert needs gensim for build_similar_words.py (pip install gensim), or leave macbert out of ARMS"
-fi
 for split in train dev; do
   [ -f "$DATA_DIR/$split.tsv" ] || fail "DATA_DIR=$DATA_DIR: no $split.tsv there (GLUE $TASK)"
 done
@@ -138,7 +135,8 @@ if [ ! -f "$WORK/text.txt" ]; then
 fi
 if [ ! -f "$WORK/similar_words.tsv" ] && [[ " $ARMS " == *" macbert "* ]]; then
   logged "$WORK/similar_words.log" python build_similar_words.py --input_file="$WORK/text.txt" \
-    --output_file="$WORK/similar_words.tsv" --vocab_file="$BERT/vocab.txt"
+    --output_file="$WORK/similar_words.tsv" --vocab_file="$BERT/vocab.txt" \
+    --init_checkpoint="$BERT/bert_model.ckpt"
 fi
 if [ ! -f "$WORK/records/text.tfrecord" ]; then
   mkdir -p "$WORK/records"

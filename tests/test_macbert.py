@@ -233,3 +233,73 @@ def test_build_similar_words_without_gensim_is_one_line(tmp_path, monkeypatch):
   with pytest.raises(InputError, match="needs gensim, an optional dependency: pip install gensim"):
     build_similar_words.run(input_file=corpus, output_file=str(tmp_path / "o.tsv"))
   assert not os.path.exists(str(tmp_path / "o.tsv"))
+
+
+def _embedding_checkpoint(path, rows):
+  """Writes a checkpoint holding only bert/embeddings/word_embeddings = rows; returns its prefix."""
+  with tf.Graph().as_default():
+    table = tf.get_variable("bert/embeddings/word_embeddings", initializer=np.float32(rows))
+    with tf.Session() as sess:
+      sess.run(table.initializer)
+      return tf.train.Saver([table]).save(sess, str(path / "model.ckpt"), write_meta_graph=False)
+
+
+def test_build_similar_words_from_checkpoint_embeddings(tmp_path, monkeypatch):
+  """Neighbours by cosine of the checkpoint's piece vectors (a word: the mean of its pieces),
+  the corpus giving only the words; no gensim needed."""
+  monkeypatch.setitem(sys.modules, "gensim", None)
+  monkeypatch.setitem(sys.modules, "gensim.models", None)
+  rng = np.random.RandomState(0)
+  animal, verb, other = rng.randn(3, 8)
+  rows = rng.randn(len(VOCAB), 8) * 0.01
+  index = {piece: i for i, piece in enumerate(VOCAB)}
+  for scale, word in enumerate(["cat", "dog", "fish", "bird"]):
+    rows[index[word]] += animal * (1 + 0.1 * scale)
+  rows[index["go"]] += verb
+  rows[index["run"]] += verb + 0.3 * other
+  rows[index["fish"]] += 0.5 * verb  # fish: an animal, then the verbs
+  # 2-piece words: re ##do and un ##able point the same way; re ##ing another.
+  rows[index["re"]] += other
+  rows[index["##do"]] += verb
+  rows[index["un"]] += other
+  rows[index["##able"]] += verb
+  rows[index["##ing"]] += -verb
+  checkpoint = _embedding_checkpoint(tmp_path, rows)
+  lines = ["the cat and the dog and the fish and the bird go run .",
+           "redo unable reing redo unable reing"]
+  corpus = _write(tmp_path / "corpus.txt", "\n".join(lines * 5) + "\n")
+  vocab = _write(tmp_path / "vocab.txt", "\n".join(VOCAB) + "\n")
+  out = str(tmp_path / "sim.tsv")
+  build_similar_words.run(input_file=corpus, output_file=out, vocab_file=vocab,
+                          init_checkpoint=checkpoint, chinese_word_segmenter="none", top_k=3)
+  table = {}
+  with open(out, encoding="utf-8") as f:
+    for line in f:
+      word, neighbours = line.rstrip("\n").split("\t")
+      table[word] = neighbours.split()
+  assert sorted(table) == sorted(["cat", "dog", "fish", "bird", "go", "run", "redo", "unable",
+                                  "reing"])
+  assert set(table["cat"][:2]) == {"dog", "bird"} and table["cat"][2] == "fish"
+  assert table["go"][0] == "run" and table["run"][0] == "go"
+  assert table["fish"][0] in {"cat", "dog", "bird"}
+  assert table["redo"] == ["unable", "reing"] and table["unable"] == ["redo", "reing"]
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("no_vocab", "--init_checkpoint needs --vocab_file"),
+    ("missing", "--init_checkpoint=%(dir)s/nothing.ckpt: no checkpoint there"),
+    ("other_vocab", "has 5 word-piece rows but --vocab_file has 23 entries"),
+])
+def test_build_similar_words_checkpoint_errors_name_the_flag(tmp_path, case, fragment):
+  corpus = _write(tmp_path / "corpus.txt", "the cat and the dog\n" * 5)
+  vocab = _write(tmp_path / "vocab.txt", "\n".join(VOCAB) + "\n")
+  options = dict(input_file=corpus, output_file=str(tmp_path / "o.tsv"), vocab_file=vocab,
+                 init_checkpoint=_embedding_checkpoint(tmp_path, np.zeros((5, 4))))
+  if case == "no_vocab":
+    options["vocab_file"] = None
+  elif case == "missing":
+    options["init_checkpoint"] = str(tmp_path / "nothing.ckpt")
+  with pytest.raises(InputError) as error:
+    build_similar_words.run(**options)
+  assert fragment % {"dir": tmp_path} in str(error.value)
+  assert not os.path.exists(str(tmp_path / "o.tsv"))

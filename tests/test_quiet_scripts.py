@@ -70,8 +70,7 @@ _TEMPORARY = re.compile(r"\.tmp-\d+(\.[^/]*)?(/|$)")
 
 SCRIPTS = sorted(m + ".py" for m in test_layout.ROOT_MODULES
                  if m.startswith(("run_", "create_", "convert_", "build_")))
-HELP_ONLY = {"build_saved_model.py": "a subprocess of --do_export (tests/test_export.py)",
-             "build_similar_words.py": "needs gensim, an optional package"}
+HELP_ONLY = {"build_saved_model.py": "a subprocess of --do_export (tests/test_export.py)"}
 
 
 def _env(log_path=None):
@@ -100,6 +99,9 @@ def _runs(world, root):
       ("run_pretraining_mgpu.py", world.pt_args(
           pt_out, "--do_train", "--do_eval", "--do_predict", "--num_train_steps=2",
           records=os.path.join(root, "pt.tfrecord"))),
+      ("build_similar_words.py", ["--input_file=%s" % world.corpus, "--min_count=1",
+                                  "--output_file=%s" % os.path.join(root, "similar.tsv"),
+                                  "--vocab_file=%s" % world.vocab, "--init_checkpoint=%s" % pt_out]),
       ("convert_to_hf.py", ["--checkpoint=%s" % pt_out, "--bert_config_file=%s" % world.config,
                             "--vocab_file=%s" % world.vocab, "--output_dir=%s" % hf_out]),
       ("convert_hf_checkpoint.py", ["--hf_model_dir=%s" % hf_out,
