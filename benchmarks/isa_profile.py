@@ -28,6 +28,10 @@ summed op time, and the step time is the wall time. Variants (--variants):
 
   python benchmarks/isa_profile.py                          # BERT-base, seq 128, batch 8
   python benchmarks/isa_profile.py --config=small --variants=native,avx2
+  python benchmarks/isa_profile.py --precision=bf16 --variants=native --top_ops=15
+
+--precision=bf16 profiles run_classifier_mgpu.py's --use_bf16 step; --top_ops lists the op types
+with the most traced time per variant, with the matmuls' achieved GFLOP/s beside them.
 """
 
 import argparse
@@ -91,16 +95,24 @@ def op_kind(op_type):
 _LABEL = re.compile(r"= (\w+)\(")
 
 
-def time_by_kind(step_stats_list):
-  """{kind: traced milliseconds per step} summed over ops and devices, averaged over steps."""
+def time_by_op(step_stats_list):
+  """{op type: traced milliseconds per step} summed over ops and devices, averaged over steps."""
   totals = collections.Counter()
   for step_stats in step_stats_list:
     for device in step_stats.dev_stats:
       for node in device.node_stats:
         match = _LABEL.search(node.timeline_label)
         if match:
-          totals[op_kind(match.group(1))] += node.all_end_rel_micros / 1000.0
-  return {kind: totals[kind] / len(step_stats_list) for kind in KINDS}
+          totals[match.group(1)] += node.all_end_rel_micros / 1000.0
+  return {op: ms / len(step_stats_list) for op, ms in totals.items()}
+
+
+def time_by_kind(by_op):
+  """{kind: traced milliseconds per step} from time_by_op's dict."""
+  totals = collections.Counter()
+  for op, ms in by_op.items():
+    totals[op_kind(op)] += ms
+  return {kind: totals[kind] for kind in KINDS}
 
 
 def child(args):
@@ -112,14 +124,18 @@ def child(args):
   bench_args = train_bench.parse_args(["--threads=%d" % args.threads,
                                        "--inter_op_threads=%d" % args.inter_op_threads,
                                        "--warmup=%d" % args.warmup])
-  run = train_bench.Run(args.config, args.seq, args.batch, 1, "fp32", args.xla, "shared", 1)
+  run = train_bench.Run(args.config, args.seq, args.batch, 1, args.precision, args.xla,
+                        "shared", 1)
   tf_run = train_bench.TfRun(run, bench_args)
   fast = train_bench.faster_half(tf_run.time_updates(args.steps))
   step_ms = 1000.0 * sum(seconds for seconds, _ in fast) / len(fast)
-  kinds = time_by_kind([tf_run.trace_update() for _ in range(args.trace_steps)])
+  by_op = time_by_op([tf_run.trace_update() for _ in range(args.trace_steps)])
   tf_run.close()
-  print("RESULT " + json.dumps({"step_ms": step_ms, "examples_per_sec": 1000.0 * args.batch /
-                                step_ms, "kinds": kinds, "machine": machine.describe()}))
+  print("RESULT " + json.dumps({
+      "step_ms": step_ms, "examples_per_sec": 1000.0 * args.batch / step_ms,
+      "kinds": time_by_kind(by_op), "ops": by_op, "machine": machine.describe(),
+      "matmul_gflop": args.batch * train_bench.train_flops_per_example(
+          train_bench.bert_config(args.config), args.seq) / 1e9}))
 
 
 def run_variant(name, args):
@@ -129,7 +145,8 @@ def run_variant(name, args):
   cmd = [sys.executable, os.path.abspath(__file__), "--child", "--config=" + args.config,
          "--seq=%d" % args.seq, "--batch=%d" % args.batch, "--steps=%d" % args.steps,
          "--trace_steps=%d" % args.trace_steps, "--warmup=%d" % args.warmup,
-         "--threads=%d" % args.threads, "--inter_op_threads=%d" % args.inter_op_threads] + flags
+         "--threads=%d" % args.threads, "--inter_op_threads=%d" % args.inter_op_threads,
+         "--precision=" + args.precision] + flags
   try:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
   except subprocess.TimeoutExpired:
@@ -157,11 +174,29 @@ def format_table(results):
   return "\n".join(lines)
 
 
+def format_top_ops(name, result, count):
+  """The `count` op types with the most traced time in one variant, and the matmuls' rate."""
+  ops = sorted(result["ops"].items(), key=lambda item: -item[1])[:count]
+  total = sum(result["ops"].values())
+  matmul_ms = result["kinds"]["matmul"]
+  lines = ["%s: op types with the most traced time (of %.0f ms per step)" % (name, total)]
+  lines += ["  %-36s %8.0f ms  %5.1f%%  %s" % (op, ms, 100.0 * ms / total, op_kind(op))
+            for op, ms in ops]
+  if matmul_ms:
+    lines.append("  matmuls: %.0f ms for %.1f GFLOP of model matmuls: %.0f GFLOP/s" % (
+        matmul_ms, result["matmul_gflop"], result["matmul_gflop"] / matmul_ms * 1e3))
+  return "\n".join(lines)
+
+
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--config", default="base", help="train_bench.MODEL_CONFIGS name.")
   p.add_argument("--seq", type=int, default=128, help="Sequence length.")
   p.add_argument("--batch", type=int, default=8, help="Rows per step (one tower).")
+  p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                 help="fp32, or bf16 (run_classifier_mgpu.py's --use_bf16).")
+  p.add_argument("--top_ops", type=int, default=0,
+                 help="Also list this many op types with the most traced time per variant.")
   p.add_argument("--steps", type=int, default=8, help="Timed updates per variant.")
   p.add_argument("--trace_steps", type=int, default=2, help="Traced updates per variant.")
   p.add_argument("--warmup", type=int, default=3,
@@ -190,8 +225,8 @@ def main(argv=None):
         ", ".join(unknown), ", ".join(sorted(variants()))), file=sys.stderr)
     return 2
   print("Machine: %s" % machine.describe())
-  print("%s, seq %d, batch %d, 1 tower, fp32; %d threads, %d inter-op; load %s" % (
-      args.config, args.seq, args.batch, args.threads, args.inter_op_threads,
+  print("%s, seq %d, batch %d, 1 tower, %s; %d threads, %d inter-op; load %s" % (
+      args.config, args.seq, args.batch, args.precision, args.threads, args.inter_op_threads,
       " ".join("%.2f" % x for x in os.getloadavg())), flush=True)
   results = collections.OrderedDict()
   for name in names:
@@ -204,6 +239,9 @@ def main(argv=None):
     print("error: isa_profile.py: no variant gave a result (see the lines above)", file=sys.stderr)
     return 2
   print("\ntraced op time per step (ms), by kind:\n" + format_table(results))
+  for name, result in results.items():
+    if args.top_ops:
+      print("\n" + format_top_ops(name, result, args.top_ops))
   if args.json_out:
     with open(args.json_out + ".tmp", "w") as f:
       json.dump(results, f, indent=1)

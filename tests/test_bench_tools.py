@@ -74,8 +74,13 @@ def test_isa_profile_sums_op_time_per_step_by_kind():
 
   steps = [step(("a", "_MklMatMul", 3000), ("b", "Mul", 1000), ("c", "Mul", 500)),
            step(("a", "_MklMatMul", 5000), ("b", "Mul", 1500))]
-  ms = isa_profile.time_by_kind(steps)
+  by_op = isa_profile.time_by_op(steps)
+  assert by_op == {"_MklMatMul": 4.0, "Mul": 1.5}
+  ms = isa_profile.time_by_kind(by_op)
   assert ms["matmul"] == 4.0 and ms["elementwise"] == 1.5 and ms["optimizer"] == 0.0
+  top = isa_profile.format_top_ops("native", {"ops": by_op, "kinds": ms, "matmul_gflop": 2.0}, 1)
+  assert len(top.splitlines()) == 3 and "_MklMatMul" in top and "72.7%" in top  # 4 of 5.5 ms
+  assert "500 GFLOP/s" in top  # 2 GFLOP in 4 ms
   # Every base variant also runs capped to AVX2, with the cap's environment.
   table = isa_profile.variants()
   assert table["avx2_eigen"][0] == dict(machine.AVX2_CAP_ENV, TF_ENABLE_ONEDNN_OPTS="0")
