@@ -172,6 +172,8 @@ def checkpoint_embeddings(init_checkpoint, vocab_size):
   Raises:
     InputError: no such checkpoint, no such variable, or a table of another vocabulary size.
   """
+  # TensorFlow only for this path (word2vec needs none), imported quietly as by every script.
+  from engine import tf_env  # pylint: disable=g-import-not-at-top,unused-import
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   name = "bert/embeddings/word_embeddings"
