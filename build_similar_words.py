@@ -20,8 +20,8 @@ word2vec needs millions of words: on a task's own text (MRPC's 145k words) its n
 "was" were "added michael justice lawyer" and of "at" numbers. With --init_checkpoint, the words
 are the same (the corpus words seen --min_count times) but a word's vector is the mean of its
 pieces' rows of the checkpoint's bert/embeddings/word_embeddings, learnt on the checkpoint's own
-large corpus: "said" -> "says say saying told stated", "fell" -> "falling fallen fall falls
-dropped" on MiniLM's table. gensim is not needed then.
+large corpus: on MRPC's words with MiniLM's table, "said" -> "says say saying told stated",
+"fell" -> "falling fallen dropped slipped". gensim is not needed then.
 
 With --vocab_file, only words whose word pieces are all in the vocabulary are kept, and a
 neighbour must have as many pieces as its word (what the masking can use); the search for
@@ -248,8 +248,9 @@ def checkpoint_lines(table, sentences, opts, ids_of):
   counts = collections.Counter(word for sentence in sentences for word in sentence)
   ids = {}
   for word, count in counts.most_common():
-    if count >= opts["min_count"] and ids_of(word) is not None:
-      ids[word] = ids_of(word)
+    pieces = ids_of(word) if count >= opts["min_count"] else None
+    if pieces is not None:
+      ids[word] = pieces
   if len(ids) < 2:
     raise _too_little_text(opts)
   logging.info("%d words seen at least %d times with no [UNK] piece; neighbours from the "
