@@ -174,14 +174,12 @@ def checkpoint_embeddings(init_checkpoint, vocab_size):
   """
   # TensorFlow only for this path (word2vec needs none), imported quietly as by every script.
   from engine import tf_env  # pylint: disable=g-import-not-at-top,unused-import
+  from engine import checkpoints  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   name = "bert/embeddings/word_embeddings"
-  try:
-    reader = tf.train.load_checkpoint(init_checkpoint)
-  except (ValueError, tf.errors.OpError):
-    raise InputError("--init_checkpoint=%s: no checkpoint there (expected a prefix such as "
-                     "bert_model.ckpt, with its .index file)" % init_checkpoint)
+  checkpoints.check_init_checkpoint(init_checkpoint)  # The run scripts' check and messages.
+  reader = tf.train.load_checkpoint(init_checkpoint)
   if not reader.has_tensor(name):
     raise InputError("--init_checkpoint=%s has no %s: expected a BERT checkpoint with stock "
                      "names" % (init_checkpoint, name))

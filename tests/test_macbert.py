@@ -288,6 +288,7 @@ def test_build_similar_words_from_checkpoint_embeddings(tmp_path, monkeypatch):
 @pytest.mark.parametrize("case, fragment", [
     ("no_vocab", "--init_checkpoint needs --vocab_file"),
     ("missing", "--init_checkpoint=%(dir)s/nothing.ckpt: no checkpoint there"),
+    ("folder", "--init_checkpoint=%(dir)s: expected a checkpoint prefix, not a folder"),
     ("other_vocab", "has 5 word-piece rows but --vocab_file has 23 entries"),
 ])
 def test_build_similar_words_checkpoint_errors_name_the_flag(tmp_path, case, fragment):
@@ -299,6 +300,8 @@ def test_build_similar_words_checkpoint_errors_name_the_flag(tmp_path, case, fra
     options["vocab_file"] = None
   elif case == "missing":
     options["init_checkpoint"] = str(tmp_path / "nothing.ckpt")
+  elif case == "folder":
+    options["init_checkpoint"] = str(tmp_path)
   with pytest.raises(InputError) as error:
     build_similar_words.run(**options)
   assert fragment % {"dir": tmp_path} in str(error.value)
