@@ -67,8 +67,13 @@ def _ids_specs(seq_length):
   return [tf.TensorSpec([None, seq_length], tf.int32, name=name) for name in _FEATURE_NAMES]
 
 
+# The export precisions: the encoder's compute dtype, and the dtype its dense kernels are
+# stored in (bf16 exports keep them bfloat16, so no call casts 85M float32 values again).
+PRECISIONS = {"fp32": tf.float32, "bf16": tf.bfloat16}
+
+
 def restore_variables(variables, checkpoint):
-  """Loads each variable's value from `checkpoint` by its stock name.
+  """Loads each variable's value from `checkpoint` by its stock name (cast to its dtype).
 
   Raises:
     InputError: the checkpoint lacks a variable of the model (e.g. it has no classifier head),
@@ -89,22 +94,43 @@ def restore_variables(variables, checkpoint):
           "checkpoint %s: variable %s has shape %s there but %s in the model; does "
           "--bert_config_file (or the label list) belong to this checkpoint?" %
           (checkpoint, name, shapes[name], variable.shape.as_list()))
-    variable.assign(reader.get_tensor(name))
+    variable.assign(tf.cast(reader.get_tensor(name), variable.dtype))
   logging.info("Restored %d variables from %s", len(variables), checkpoint)
 
 
-def wrap_model(model_fn, input_specs, checkpoint):
+def _kernels_in(dtype):
+  """A variable-scope custom getter that creates dense layers' kernels (`.../kernel`) in
+  `dtype`; modeling.dense_layer casts a kernel to its input's dtype, a no-op then."""
+
+  def custom_getter(getter, name, *args, **kwargs):
+    if name.endswith("/kernel") and dtype != tf.float32:
+      kwargs.update(dtype=dtype, initializer=tf.compat.v1.zeros_initializer())
+    return getter(name, *args, **kwargs)
+
+  return custom_getter
+
+
+def wrap_model(model_fn, input_specs, checkpoint, precision="fp32"):
   """Traces graph-mode model code into a function whose variables hold `checkpoint`'s values.
 
   Args:
     model_fn: callable(*Tensors) -> dict of Tensors, building tf.compat.v1 graph code.
     input_specs: a TensorSpec per argument.
     checkpoint: checkpoint prefix.
+    precision: a PRECISIONS key: "bf16" computes the encoder in bfloat16
+      (modeling.compute_dtype_scope) from dense kernels stored in bfloat16.
 
   Returns:
     a tf.compat.v1 WrappedFunction (call it like a tf.function; `.variables` lists them).
   """
-  wrapped = tf.compat.v1.wrap_function(model_fn, input_specs)
+  dtype = PRECISIONS[precision]
+
+  def traced(*inputs):
+    with modeling.compute_dtype_scope(dtype), tf.compat.v1.variable_scope(
+        tf.compat.v1.get_variable_scope(), custom_getter=_kernels_in(dtype)):
+      return model_fn(*inputs)
+
+  wrapped = tf.compat.v1.wrap_function(traced, input_specs)
   restore_variables(wrapped.variables, checkpoint)
   return wrapped
 
@@ -137,6 +163,7 @@ class ServingModule(tf.Module):
     self.tokenizer = graph_tokenizer.GraphTokenizer(spec["vocab_file"], spec["do_lower_case"])
     self.bert_config = modeling.BertConfig.from_json_file(spec["bert_config_file"])
     self.max_seq_length = spec["max_seq_length"]
+    self.precision = spec.get("precision", "fp32")
     self._cls_id = self.tokenizer.vocab["[CLS]"]
     self._asset_dir = tempfile.mkdtemp(prefix="saved_model_assets-")
     self.assets = {}
@@ -156,7 +183,7 @@ class ServingModule(tf.Module):
 
   def hold_weights(self, model_fn, input_specs, checkpoint):
     """Wraps model_fn (see wrap_model) and keeps its variables tracked for saving."""
-    self._model = wrap_model(model_fn, input_specs, checkpoint)
+    self._model = wrap_model(model_fn, input_specs, checkpoint, self.precision)
     self.model_variables = list(self._model.variables)
 
   def save(self, export_dir, signatures):

@@ -53,7 +53,7 @@ common_flags.define_periodic_eval_flags(
     "eval_accuracy", "eval_accuracy, macro_f1, f1_<label>, precision_<label>, recall_<label>, "
     "eval_loss")
 common_flags.define_predict_flags()
-saved_model_export.define_flags()
+saved_model_export.define_flags(precisions=("fp32", "bf16"))
 
 flags.DEFINE_string("data_dir", None,
                     "The input data dir: train.tsv, dev.tsv, test.tsv (or the stock file names "

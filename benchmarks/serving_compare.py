@@ -6,8 +6,10 @@
 --run_dir is a classifier run of run_classifier_mgpu.py with --do_export (its saved_model/ and
 checkpoint). The Hugging Face side is made from the same checkpoint: convert_to_hf.py writes
 <work_dir>/hf, torch.onnx.export writes <work_dir>/model.onnx (both kept for the next run).
-With bf16 in --precisions, <work_dir>/saved_model_bf16 is the run's SavedModel built again with
-the encoder computing in bfloat16 (build_saved_model.py under modeling.compute_dtype_scope).
+With bf16 in --precisions, <work_dir>/saved_model_bf16 is the run's SavedModel built again as
+--export_precision=bf16 would (the encoder in bfloat16 from bfloat16 kernels). Our SavedModel
+serves twice per precision: as loaded, and with oneDNN's weight cache
+(TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in the serving process, serving_worker.py --weight_cache).
 
 Each contender (serving_worker.py: savedmodel, onnxruntime, transformers) serves in a process of
 its own, from raw text to logits as its users would (ours tokenizes in the graph; the other two
@@ -22,6 +24,7 @@ median of the rounds' passes; then the checks: ours against ONNX Runtime at each
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,6 +68,7 @@ class Contender(object):
 
   def __init__(self, kind, precision, model, texts_file, extra=()):
     self.kind, self.precision = kind, precision
+    self.weight_cache = "--weight_cache" in extra
     self._cmd = [sys.executable, WORKER, "--kind=%s" % kind, "--model=%s" % model,
            "--texts=%s" % texts_file, "--precision=%s" % precision,
            "--threads=%d" % FLAGS.threads, "--inter_op_threads=%d" % FLAGS.inter_op_threads,
@@ -78,7 +82,8 @@ class Contender(object):
   @property
   def label(self):
     return {"savedmodel": "bert-mgpu SavedModel", "onnxruntime": "ONNX Runtime",
-            "transformers": "transformers eager"}[self.kind]
+            "transformers": "transformers eager"}[self.kind] + (
+                ", weight cache" if self.weight_cache else "")
 
   def start(self):
     """Starts the worker and waits until it has loaded and warmed up (one worker at a time, so
@@ -126,6 +131,15 @@ def _run(cmd):
     raise SystemExit("error: %s failed: %s" % (" ".join(cmd[:3]), proc.stderr.strip()[-800:]))
 
 
+def _export_precision(saved_model):
+  """The precision a SavedModel was exported in; None when there is none (or an older one)."""
+  spec_file = os.path.join(saved_model, "assets", "export_config.json")
+  if not os.path.exists(spec_file):
+    return None
+  with open(spec_file, encoding="utf-8") as f:
+    return json.load(f).get("precision")
+
+
 def prepare(work_dir, want_bf16):
   """(fp32 SavedModel, bf16 SavedModel or None, Hugging Face dir, ONNX file), made if missing."""
   saved_model = os.path.join(FLAGS.run_dir, "saved_model")
@@ -151,12 +165,10 @@ def prepare(work_dir, want_bf16):
   bf16_model = None
   if want_bf16:
     bf16_model = os.path.join(work_dir, "saved_model_bf16")
-    if not os.path.exists(os.path.join(bf16_model, "saved_model.pb")):
-      spec = dict(spec, export_dir=bf16_model)
-      code = ("import json, sys; sys.path.insert(0, %r); import build_saved_model, modeling\n"
-              "with modeling.compute_dtype_scope('bfloat16'):\n"
-              "  build_saved_model.build(json.loads(sys.argv[1]))" % _REPO)
-      _run([sys.executable, "-c", code, json.dumps(spec)])
+    if _export_precision(bf16_model) != "bf16":
+      shutil.rmtree(bf16_model, ignore_errors=True)
+      _run([sys.executable, os.path.join(_REPO, "build_saved_model.py"), "--spec=" + json.dumps(
+          dict(spec, export_dir=bf16_model, precision="bf16"))])
   return saved_model, bf16_model, hf_dir, onnx_file
 
 
@@ -164,9 +176,11 @@ def contenders_of(precision, models, texts_file):
   saved_model, bf16_model, hf_dir, onnx_file = models
   if precision == "fp32":
     return [Contender("savedmodel", "fp32", saved_model, texts_file),
+            Contender("savedmodel", "fp32", saved_model, texts_file, ["--weight_cache"]),
             Contender("onnxruntime", "fp32", onnx_file, texts_file, ["--tokenizer=%s" % hf_dir]),
             Contender("transformers", "fp32", hf_dir, texts_file)]
   return [Contender("savedmodel", "bf16", bf16_model, texts_file),
+          Contender("savedmodel", "bf16", bf16_model, texts_file, ["--weight_cache"]),
           Contender("transformers", "bf16", hf_dir, texts_file)]
 
 
@@ -214,8 +228,8 @@ def main(_):
         rows.append((precision, contender.label, batch_size, np.percentile(latencies, 50),
                      np.percentile(latencies, 99), rate))
         if onnx and contender.kind == "savedmodel":
-          checks.append(("ours / ONNX Runtime, %s, batch %d (examples/sec)" % (
-              precision, batch_size), rate / float(np.median(onnx[0].rates[batch_size])), 1.0))
+          checks.append(("ours%s / ONNX Runtime, %s, batch %d (examples/sec)" % (
+              " (weight cache)" if contender.weight_cache else "", precision, batch_size), rate / float(np.median(onnx[0].rates[batch_size])), 1.0))
     about.update((k, v) for c in group for k, v in c.about.items() if k != "ready")
   load_after = os.getloadavg()[0]
   print("Machine: %s; threads per contender: intra-op %d, inter-op %d; load average (1 min) "

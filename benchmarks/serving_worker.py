@@ -15,7 +15,11 @@ Kinds, each from raw text to classifier logits, as a user of that tool would ser
   onnx_export   no serving: writes --model (a Hugging Face directory) to --onnx_out with
                 torch.onnx.export (inputs input_ids, attention_mask, token_type_ids [batch,
                 seq], output logits [batch, labels], both axes dynamic) and exits.
---precision=bf16: the SavedModel given is a bfloat16 one; transformers runs under
+--weight_cache (savedmodel): sets TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 before TensorFlow loads, so
+oneDNN reorders each weight matrix into its blocked layout once and keeps it, instead of on every
+call (safe in a process that only serves; never in one that trains: the weights would stay as
+first read).
+--precision=bf16: the SavedModel given is a bfloat16 one (--export_precision=bf16); transformers runs under
 torch.autocast("cpu", bfloat16); onnxruntime has no bfloat16 kernels on its CPU provider and
 refuses.
 
@@ -28,6 +32,7 @@ the contenders round by round.
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -52,6 +57,8 @@ def parse_args(argv=None):
                  help="Inter-op threads (TensorFlow, onnxruntime, torch).")
   p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
   p.add_argument("--onnx_out", default=None, help="onnx_export: the ONNX file to write.")
+  p.add_argument("--weight_cache", action="store_true",
+                 help="savedmodel: TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (see above).")
   return p.parse_args(argv)
 
 
@@ -64,6 +71,8 @@ class SavedModelServer(object):
   """Our SavedModel's serving_default: texts in, logits out."""
 
   def __init__(self, args):
+    if args.weight_cache:
+      os.environ["TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"] = "1"
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)

@@ -260,6 +260,50 @@ def test_export_after_training_needs_only_the_output_dir(classifier, classifier_
   assert np.abs(np.array(again["logits"]) - np.array(served["logits"])).max() < 1e-6
 
 
+# Prints {variable name: dtype} of a SavedModel's model variables (build_saved_model tracks them).
+_DTYPES = """
+import json, sys
+import tensorflow as tf
+model = tf.saved_model.load(sys.argv[1])
+print(json.dumps({v.name.split(":")[0]: v.dtype.name for v in model.model_variables}))
+"""
+
+
+def test_bf16_export_keeps_kernels_in_bfloat16_and_serves_close_to_fp32(
+    classifier, classifier_outputs, tmp_path):
+  """--export_precision=bf16: the dense kernels are stored in bfloat16 (embeddings, biases and
+  layer norms stay float32), and the test set's logits are fp32's within bfloat16 rounding,
+  with the same labels."""
+  root, out = classifier
+  examples, _, served, _, _, _ = classifier_outputs
+  copy = str(tmp_path / "copy")
+  shutil.copytree(out, copy, ignore=shutil.ignore_patterns("saved_model*"))
+  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % copy,
+                    "--do_export", "--export_precision=bf16")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  saved_model = os.path.join(copy, "saved_model")
+  probe = subprocess.run([sys.executable, "-c", _DTYPES, saved_model], capture_output=True,
+                         text=True, cwd="/", timeout=300)
+  assert probe.returncode == 0, probe.stderr[-3000:]
+  dtypes = json.loads(probe.stdout.strip().splitlines()[-1])
+  kernels = [name for name in dtypes if name.endswith("/kernel")]
+  with open(os.path.join(root, "bert_config.json")) as f:
+    layers = json.load(f)["num_hidden_layers"]
+  assert len(kernels) == 6 * layers + 1  # q, k, v, attention output, intermediate, output; pooler
+  assert {dtypes[name] for name in kernels} == {"bfloat16"}
+  assert {dtype for name, dtype in dtypes.items() if name not in kernels} == {"float32"}
+  texts = {"text_a": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
+  bf16 = _probe(saved_model, [["serving_default", texts]])[0]
+  fp32_logits, bf16_logits = np.array(served["logits"]), np.array(bf16["logits"])
+  difference = np.abs(bf16_logits - fp32_logits).max()
+  print("bf16 vs fp32 logits: max |difference| %.2e of max |logit| %.2f" % (
+      difference, np.abs(fp32_logits).max()))
+  assert 0 < difference < 0.03 * np.abs(fp32_logits).max()
+  assert bf16["label"] == served["label"]
+  with open(os.path.join(saved_model, "assets", "export_config.json")) as f:
+    assert json.load(f)["precision"] == "bf16"
+
+
 def test_export_without_a_checkpoint_is_a_one_line_error(classifier, tmp_path):
   root, out = classifier
   shutil.copy(os.path.join(out, "labels.txt"), str(tmp_path))
