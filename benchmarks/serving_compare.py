@@ -19,7 +19,8 @@ serves one pass per contender in turn, so all share the machine's conditions (ot
 shared machine slow every contender of a round alike). Printed per precision, contender and
 batch: p50 and p99 latency of a call over all rounds, and throughput (examples/sec), the
 median of the rounds' passes; then the checks: ours against ONNX Runtime at each batch size
-(>= 1.00), and every fp32 contender's logits against ours on all dev texts (within 1e-4).
+(>= 1.00), every fp32 contender's logits against ours on all dev texts (within 1e-4), and
+our bf16 logits and labels against our fp32 ones.
 """
 
 import json
@@ -200,7 +201,7 @@ def main(_):
   os.replace(texts_file + ".tmp", texts_file)
   batch_sizes = [int(b) for b in FLAGS.batch_sizes.split(",")]
   load_before = os.getloadavg()[0]
-  rows, checks, about = [], [], {}
+  rows, checks, about, ours = [], [], {}, {}
   for precision in wanted:
     group = contenders_of(precision, models, texts_file)
     try:
@@ -208,6 +209,7 @@ def main(_):
         contender.start()
         contender.num_texts = len(examples)
       reference = group[0].logits(32)
+      ours[precision] = reference
       for contender in group[1:]:
         diff = float(np.abs(contender.logits(32) - reference).max())
         checks.append(("%s logits vs ours, %s, all %d dev texts: max |difference|" % (
@@ -231,6 +233,11 @@ def main(_):
           checks.append(("ours%s / ONNX Runtime, %s, batch %d (examples/sec)" % (
               " (weight cache)" if contender.weight_cache else "", precision, batch_size), rate / float(np.median(onnx[0].rates[batch_size])), 1.0))
     about.update((k, v) for c in group for k, v in c.about.items() if k != "ready")
+  if len(ours) == 2:
+    checks += [("ours bf16 vs ours fp32 logits, all %d dev texts: max |difference|" % len(
+        examples), float(np.abs(ours["bf16"] - ours["fp32"]).max()), None),
+                ("ours bf16: share of dev texts with ours fp32's label", float(np.mean(
+                    ours["bf16"].argmax(-1) == ours["fp32"].argmax(-1))), None)]
   load_after = os.getloadavg()[0]
   print("Machine: %s; threads per contender: intra-op %d, inter-op %d; load average (1 min) "
         "from other processes %.1f at the start, %.1f at the end" % (
