@@ -230,8 +230,9 @@ def main(_):
         rows.append((precision, contender.label, batch_size, np.percentile(latencies, 50),
                      np.percentile(latencies, 99), rate))
         if onnx and contender.kind == "savedmodel":
-          checks.append(("ours%s / ONNX Runtime, %s, batch %d (examples/sec)" % (
-              " (weight cache)" if contender.weight_cache else "", precision, batch_size), rate / float(np.median(onnx[0].rates[batch_size])), 1.0))
+          claim = "ours%s / ONNX Runtime, %s, batch %d (examples/sec)" % (
+              " (weight cache)" if contender.weight_cache else "", precision, batch_size)
+          checks.append((claim, rate / float(np.median(onnx[0].rates[batch_size])), 1.0))
     about.update((k, v) for c in group for k, v in c.about.items() if k != "ready")
   if len(ours) == 2:
     checks += [("ours bf16 vs ours fp32 logits, all %d dev texts: max |difference|" % len(

@@ -19,9 +19,9 @@ Kinds, each from raw text to classifier logits, as a user of that tool would ser
 oneDNN reorders each weight matrix into its blocked layout once and keeps it, instead of on every
 call (safe in a process that only serves; never in one that trains: the weights would stay as
 first read).
---precision=bf16: the SavedModel given is a bfloat16 one (--export_precision=bf16); transformers runs under
-torch.autocast("cpu", bfloat16); onnxruntime has no bfloat16 kernels on its CPU provider and
-refuses.
+--precision=bf16: the SavedModel given is a bfloat16 one (--export_precision=bf16);
+transformers runs under torch.autocast("cpu", bfloat16); onnxruntime has no bfloat16 kernels on
+its CPU provider and refuses.
 
 Protocol (stdin/stdout, one JSON line each): after loading it prints {"ready": true, ...}; then
 "run B [N]" serves every text (the first N) at batch B once and answers {"latencies": [seconds per call]};
