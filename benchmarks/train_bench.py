@@ -327,7 +327,10 @@ def _matmul_gflops(dtype, threads, size, repeats):
       product = tf.matmul(product, b)
     # Fetch one element so the timing is the matmuls, not a copy of the result.
     probe = product[0, 0]
-    config = tf.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=1)
+    # Its own inter-op pool: the first Session of a process without use_per_session_threads
+    # sizes the global pool that every later Session (the runs measured after this probe) uses.
+    config = tf.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=1,
+                            use_per_session_threads=True)
     with tf.Session(config=config) as sess:
       sess.run(tf.global_variables_initializer())
       sess.run(probe)
