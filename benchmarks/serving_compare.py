@@ -132,24 +132,22 @@ def _run(cmd):
     raise SystemExit("error: %s failed: %s" % (" ".join(cmd[:3]), proc.stderr.strip()[-800:]))
 
 
-def _export_precision(saved_model):
-  """The precision a SavedModel was exported in; None when there is none (or an older one)."""
+def _export_config(saved_model):
+  """A SavedModel's export spec (assets/export_config.json) as a dict; None when it has none."""
   spec_file = os.path.join(saved_model, "assets", "export_config.json")
   if not os.path.exists(spec_file):
     return None
   with open(spec_file, encoding="utf-8") as f:
-    return json.load(f).get("precision")
+    return json.load(f)
 
 
 def prepare(work_dir, want_bf16):
   """(fp32 SavedModel, bf16 SavedModel or None, Hugging Face dir, ONNX file), made if missing."""
   saved_model = os.path.join(FLAGS.run_dir, "saved_model")
-  spec_file = os.path.join(saved_model, "assets", "export_config.json")
-  if not os.path.exists(spec_file):
+  spec = _export_config(saved_model)
+  if spec is None:
     raise SystemExit("error: --run_dir=%s: no saved_model/ there (train with --do_export)" %
                      FLAGS.run_dir)
-  with open(spec_file, encoding="utf-8") as f:
-    spec = json.load(f)
   assets = os.path.join(saved_model, "assets")
   hf_dir = os.path.join(work_dir, "hf")
   if not os.path.exists(os.path.join(hf_dir, "config.json")):
@@ -166,7 +164,7 @@ def prepare(work_dir, want_bf16):
   bf16_model = None
   if want_bf16:
     bf16_model = os.path.join(work_dir, "saved_model_bf16")
-    if _export_precision(bf16_model) != "bf16":
+    if (_export_config(bf16_model) or {}).get("precision") != "bf16":
       shutil.rmtree(bf16_model, ignore_errors=True)
       _run([sys.executable, os.path.join(_REPO, "build_saved_model.py"), "--spec=" + json.dumps(
           dict(spec, export_dir=bf16_model, precision="bf16"))])
