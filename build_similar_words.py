@@ -315,4 +315,4 @@ def main(_):
 if __name__ == "__main__":
   for kind, name, default, help_text in _FLAG_SPECS:
     getattr(flags, "DEFINE_" + kind)(name, default, help_text)
-  cli.run_main(main)
+  cli.run_main(main, output_flag="output_file")

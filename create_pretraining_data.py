@@ -491,4 +491,4 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  cli.run_main(main)
+  cli.run_main(main, output_flag="output_file")

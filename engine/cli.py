@@ -333,13 +333,23 @@ def _fail(message, status):
   sys.exit(status)
 
 
-def interrupt_message(exc):
-  """`interrupted by SIGTERM ...` for an Interrupted (or a bare KeyboardInterrupt: SIGINT)."""
+def interrupt_message(exc, output_flag="output_dir"):
+  """`interrupted by SIGTERM ...` for an Interrupted (or a bare KeyboardInterrupt: SIGINT).
+
+  output_flag: the flag naming what the script writes ("output_dir" or "output_file").
+  """
   signum = getattr(exc, "signum", signal.SIGINT)
   detail = getattr(exc, "detail", None) or (
-      "stopped before this stage finished; its outputs were not written (files already in "
-      "--output_dir are intact); rerun the same command")
+      "stopped before this stage finished; its outputs were not written (%s); rerun the same "
+      "command" % _what_stays(output_flag))
   return "interrupted by %s: %s" % (signal.Signals(signum).name, detail)
+
+
+def _what_stays(output_flag):
+  """What an interrupt leaves intact, in the words of the script's output flag."""
+  if output_flag == "output_dir":
+    return "files already in --output_dir are intact"
+  return "a file already at --%s is intact" % output_flag
 
 
 class _SignalWatch(object):
@@ -351,9 +361,10 @@ class _SignalWatch(object):
   stuck in one TensorFlow call), or a second signal comes, the process exits at once.
   """
 
-  def __init__(self):
+  def __init__(self, output_flag="output_dir"):
     self.handled = threading.Event()
     self.signum = None  # the signal whose Interrupted the handler raised
+    self.output_flag = output_flag
 
   def install(self):
     if threading.current_thread() is not threading.main_thread():
@@ -383,8 +394,14 @@ class _SignalWatch(object):
         self._exit_now(os.read(read_fd, 1)[0], "second signal; exiting at once")
       if not self.handled.is_set():
         self._exit_now(first, "the running TensorFlow operation did not stop within %g s; "
-                       "exited without saving (the latest checkpoint in --output_dir is "
-                       "intact; rerun the same command to resume from it)" % INTERRUPT_GRACE_S)
+                       "exited without saving (%s); rerun the same command%s" % (
+                           INTERRUPT_GRACE_S, self._intact(),
+                           " to resume from it" if self.output_flag == "output_dir" else ""))
+
+  def _intact(self):
+    if self.output_flag == "output_dir":
+      return "the latest checkpoint in --output_dir is intact"
+    return _what_stays(self.output_flag)
 
   @staticmethod
   def _exit_now(signum, why):
@@ -396,15 +413,19 @@ class _SignalWatch(object):
     os._exit(128 + signum)  # pylint: disable=protected-access
 
 
-def run_main(main_fn, argv=None):
-  """Runs `main_fn(argv)` through absl.app with the error reporting of the module docstring."""
+def run_main(main_fn, argv=None, output_flag="output_dir"):
+  """Runs `main_fn(argv)` through absl.app with the error reporting of the module docstring.
+
+  output_flag: the flag naming what the script writes, for the interrupt line ("output_dir"
+  for the run scripts, "output_file" for the data tools).
+  """
   from absl import app  # pylint: disable=g-import-not-at-top
   show_tracebacks = os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
 
   _show_project_flags_in_help()
 
   def _guarded(args):
-    watch = _SignalWatch()
+    watch = _SignalWatch(output_flag)
     watch.install()
     _quiet_thread_faults()
     _log_once()
@@ -413,12 +434,12 @@ def run_main(main_fn, argv=None):
     except InputError as e:
       _fail(str(e), EXIT_INPUT_ERROR)
     except KeyboardInterrupt as e:
-      _fail(interrupt_message(e), 128 + getattr(e, "signum", signal.SIGINT))
+      _fail(interrupt_message(e, output_flag), 128 + getattr(e, "signum", signal.SIGINT))
     except Exception as e:  # pylint: disable=broad-except
       if watch.handled.is_set():
         # The Interrupted rose inside a C extension (e.g. TensorFlow's nest), which turned it
         # into another exception: still the interrupt, not a bug.
-        _fail(interrupt_message(Interrupted(watch.signum)), 128 + watch.signum)
+        _fail(interrupt_message(Interrupted(watch.signum), output_flag), 128 + watch.signum)
       fault = machine_fault(e) if _is_file_error(e) else None
       if fault:
         _fail(fault, EXIT_INPUT_ERROR)

@@ -97,13 +97,13 @@ def test_kill9_during_training_loses_only_the_steps_since_the_last_checkpoint(re
   assert reached >= 7 and saved and reached - saved[-1] <= 2, (reached, saved)
 
 
-def _cli_script(tmp_path, main_body):
+def _cli_script(tmp_path, main_body, run_main_args=""):
   """Writes a script whose main (run by cli.run_main) is `main_body`; returns (path, env)."""
   script = tmp_path / "main.py"
   script.write_text("from engine import cli\n"
                     "def main(_):\n"
                     "  %s\n"
-                    "cli.run_main(main)\n" % main_body)
+                    "cli.run_main(main%s)\n" % (main_body, run_main_args))
   env = dict(os.environ, PYTHONPATH=fault_cases.REPO_ROOT)
   env.pop(cli.TRACEBACK_ENV, None)
   return str(script), env
@@ -145,6 +145,20 @@ def test_a_full_disk_met_by_the_event_writers_flush_is_one_line(tmp_path):
   assert lines[0] == ("error: /out/events.out.tfevents.1.vm; No space left on device: free "
                       "space there (df -h) or choose another --output_dir, then rerun the same "
                       "command"), lines[0]
+
+
+@pytest.mark.parametrize("run_main_args,intact", [
+    ("", "files already in --output_dir are intact"),
+    (", output_flag='output_file'", "a file already at --output_file is intact")])
+def test_the_interrupt_line_names_the_flag_the_script_writes(tmp_path, run_main_args, intact):
+  """Ctrl-C names what a run script (--output_dir) or a data tool (create_pretraining_data.py,
+  build_similar_words.py: --output_file) leaves intact, not always --output_dir."""
+  script, env = _cli_script(tmp_path, "raise KeyboardInterrupt()", run_main_args)
+  proc = _run_cli_script(script, env)
+  lines = proc.stderr.strip().splitlines()
+  assert proc.returncode == 130 and len(lines) == 1, proc.stderr
+  assert lines[0] == ("error: interrupted by SIGINT: stopped before this stage finished; its "
+                      "outputs were not written (%s); rerun the same command" % intact), lines[0]
 
 
 def test_a_stuck_call_still_exits_on_sigterm(tmp_path):
