@@ -170,10 +170,17 @@ try:
   print("2-D accepted")
 except tf.errors.InvalidArgumentError as e:
   print("2-D refused:", [l for l in str(e).splitlines() if "expected" in l][0])
+try:
+  serve(text_a=tf.constant(["a", "b"]), text_b=tf.constant(["c", "d", "e"]))
+  print("uneven accepted")
+except tf.errors.InvalidArgumentError as e:
+  print("uneven refused:", [l for l in str(e).splitlines() if "expected" in l][0])
 """
 
 
-def test_an_empty_batch_gives_empty_outputs_and_a_2d_batch_is_refused(classifier):
+def test_an_empty_batch_gives_empty_outputs_and_a_2d_or_uneven_batch_is_refused(classifier):
+  """Both texts of a pair go through the tokenizer as one batch, so a text_b batch of another
+  size must be refused by name, not read as the next examples' first texts."""
   _, out = classifier
   proc = subprocess.run([sys.executable, "-c", _EDGE_BATCHES, os.path.join(out, "saved_model")],
                         capture_output=True, text=True, cwd="/", timeout=300)
@@ -181,6 +188,8 @@ def test_an_empty_batch_gives_empty_outputs_and_a_2d_batch_is_refused(classifier
   assert "empty (0,) (0, 2)" in proc.stdout
   assert "2-D refused: " in proc.stdout and (
       "text_a: expected a 1-D batch of strings, one text per example" in proc.stdout)
+  assert "uneven refused: " in proc.stdout and (
+      "text_b: expected one text per text_a, as many texts as text_a" in proc.stdout)
 
 
 def test_assets_make_the_saved_model_self_contained(classifier):
