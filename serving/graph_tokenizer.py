@@ -100,9 +100,11 @@ class GraphTokenizer(tf.Module):
     self.unk_id = self.vocab["[UNK]"]
     self.sep_id = self.vocab["[SEP]"]
     self._max_token_chars = max(len(token) for token in self.vocab)
-    self._table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(list(self.vocab), list(self.vocab.values()),
-                                            value_dtype=tf.int64), -1)
+    self._table = self._lookup_table(self.vocab)
+    # Word-internal pieces by their text after "##": looking a candidate up here costs less
+    # than prefixing "##" to every candidate string.
+    self._suffix_table = self._lookup_table(
+        {token[2:]: i for token, i in self.vocab.items() if token.startswith("##")})
     tokens_by_id = [""] * (max(self.vocab.values()) + 1)
     for token, i in self.vocab.items():
       tokens_by_id[i] = token
@@ -116,6 +118,16 @@ class GraphTokenizer(tf.Module):
     if do_lower_case:
       self._accent_table = tf.lookup.StaticHashTable(
           tf.lookup.KeyValueTensorInitializer(*_accent_pairs()), _UNMAPPED)
+
+  @staticmethod
+  def _lookup_table(token_ids):
+    """dict token -> id as a string -> int64 table; -1 for a string it does not hold."""
+    # A table cannot be empty (a vocabulary with no "##" pieces): " " is never looked up
+    # (words hold no whitespace) and gives -1 like any string not held.
+    token_ids = token_ids or {" ": -1}
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(list(token_ids), list(token_ids.values()),
+                                            key_dtype=tf.string, value_dtype=tf.int64), -1)
 
   def tokenize(self, texts):
     """string [batch] -> int32 RaggedTensor [batch, (tokens)]: FullTokenizer's ids."""
@@ -145,7 +157,7 @@ class GraphTokenizer(tf.Module):
     """string [words] -> int32 RaggedTensor [words, (pieces)], greedy longest match first.
 
     Each loop iteration takes one piece off the front of every unfinished word: it looks up
-    the candidates of 1..max_token_chars characters (with "##" after the first piece) and
+    the candidates of 1..max_token_chars characters (as "##" pieces after the first piece) and
     keeps the longest one in the vocabulary. A word with no matching candidate, or longer than
     max_word_chars, becomes one [UNK].
     """
@@ -161,8 +173,9 @@ class GraphTokenizer(tf.Module):
       candidates = tf.strings.substr(
           tf.tile(tf.gather(words, alive)[:, tf.newaxis], [1, self._max_token_chars]),
           positions, sizes, unit="UTF8_CHAR")
-      candidates = tf.where(positions > 0, "##" + candidates, candidates)
-      ids = tf.cast(self._table.lookup(candidates), tf.int32)
+      # A piece after the first is "##" + candidate, looked up without the "##".
+      ids = tf.cast(tf.where(positions > 0, self._suffix_table.lookup(candidates),
+                             self._table.lookup(candidates)), tf.int32)
       fits = positions + sizes <= tf.gather(lengths, alive)[:, tf.newaxis]
       width = tf.reduce_max(tf.where((ids >= 0) & fits, sizes, 0), axis=1)  # 0: no match
       piece = tf.gather(ids, tf.maximum(width - 1, 0), batch_dims=1)

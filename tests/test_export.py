@@ -383,6 +383,22 @@ def test_graph_tokenizer_gives_full_tokenizer_ids(vocab_file):
   assert "[UNK]" not in tokenizer.tokenize("b" * 200)
 
 
+def test_graph_tokenizer_without_word_internal_pieces(tmp_path):
+  """A vocabulary with no "##" pieces (the graph's table of them would be empty) gives
+  FullTokenizer's ids too: whole words where they are tokens, [UNK] for the rest, and a
+  literal "##" word is punctuation, not a piece."""
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "#", "hello", "world",
+                                    "he", "h"]) + "\n")
+  texts = ["hello world", "hell", "helloworld", "he h", "##he", "", "world ## hello"]
+  tokenizer = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+  graph = _graph_values(lambda: {"ids": graph_tokenizer.GraphTokenizer(
+      str(vocab_file), True).tokenize(tf.constant(texts))})
+  expected = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)) for text in texts]
+  assert graph["ids"] == expected
+  assert expected[0] == [5, 6] and expected[1] == [1] and expected[4] == [4, 4, 7]
+
+
 def test_graph_detokenizer_gives_rewrite_text():
   tokenizer = tokenization.FullTokenizer(ENGLISH_VOCAB, do_lower_case=True)
   rng = np.random.RandomState(0)
