@@ -352,6 +352,14 @@ def _what_stays(output_flag):
   return "a file already at --%s is intact" % output_flag
 
 
+def _advice_after_exit(output_flag):
+  """What stays, and what to do, after the watchdog ended a stuck process."""
+  if output_flag == "output_dir":
+    return ("the latest checkpoint in --output_dir is intact; rerun the same command to resume "
+            "from it")
+  return "%s; rerun the same command" % _what_stays(output_flag)
+
+
 class _SignalWatch(object):
   """SIGINT and SIGTERM raise Interrupted in the main thread; a watchdog bounds the wait.
 
@@ -394,14 +402,8 @@ class _SignalWatch(object):
         self._exit_now(os.read(read_fd, 1)[0], "second signal; exiting at once")
       if not self.handled.is_set():
         self._exit_now(first, "the running TensorFlow operation did not stop within %g s; "
-                       "exited without saving (%s); rerun the same command%s" % (
-                           INTERRUPT_GRACE_S, self._intact(),
-                           " to resume from it" if self.output_flag == "output_dir" else ""))
-
-  def _intact(self):
-    if self.output_flag == "output_dir":
-      return "the latest checkpoint in --output_dir is intact"
-    return _what_stays(self.output_flag)
+                       "exited without saving (%s)" % (INTERRUPT_GRACE_S,
+                                                       _advice_after_exit(self.output_flag)))
 
   @staticmethod
   def _exit_now(signum, why):
