@@ -21,6 +21,10 @@ batch: p50 and p99 latency of a call over all rounds, and throughput (examples/s
 median of the rounds' passes; then the checks: ours against ONNX Runtime at each batch size
 (>= 1.00), every fp32 contender's logits against ours on all dev texts (within 1e-4), and
 our bf16 logits and labels against our fp32 ones.
+
+--processes=N runs each contender as N worker processes serving the same texts at once (a
+server per core with --threads=1, as a latency server of a small model is best deployed; see
+docs/serving.md); examples/sec is then their total over the wall time of each pass.
 """
 
 import json
@@ -29,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from absl import app
 from absl import flags
@@ -59,13 +64,17 @@ flags.DEFINE_string("precisions", "auto", "fp32, bf16; auto: fp32, and bf16 when
                     "bfloat16 matmul units (AVX512-BF16 or AMX).")
 flags.DEFINE_integer("threads", os.cpu_count(), "Intra-op threads of every contender.")
 flags.DEFINE_integer("inter_op_threads", 1, "Inter-op threads of every contender.")
+flags.DEFINE_integer("processes", 1, "Worker processes per contender, all serving the same texts "
+                     "at once, each with --threads intra-op threads (e.g. --processes=2 "
+                     "--threads=1: one single-threaded server per core); examples/sec is then "
+                     "their total over the wall time of the pass.")
 flags.DEFINE_float("tolerance", 1e-4, "Largest |logit difference| to ours allowed in fp32.")
 
 WORKER = os.path.join(_HERE, "serving_worker.py")
 
 
 class Contender(object):
-  """A serving_worker.py process: the server of one kind and precision."""
+  """--processes serving_worker.py processes: the servers of one kind and precision."""
 
   def __init__(self, kind, precision, model, texts_file, extra=()):
     self.kind, self.precision = kind, precision
@@ -74,8 +83,8 @@ class Contender(object):
            "--texts=%s" % texts_file, "--precision=%s" % precision,
            "--threads=%d" % FLAGS.threads, "--inter_op_threads=%d" % FLAGS.inter_op_threads,
            "--max_seq_length=%d" % FLAGS.max_seq_length] + list(extra)
-    self._stderr = tempfile.TemporaryFile(mode="w+")
-    self._proc = None
+    self._stderrs = []
+    self._procs = []
     self.about = None  # set by start
     self.latencies = {}  # batch size -> every call's seconds
     self.rates = {}  # batch size -> examples/sec of each pass
@@ -87,36 +96,54 @@ class Contender(object):
                 ", weight cache" if self.weight_cache else "")
 
   def start(self):
-    """Starts the worker and waits until it has loaded and warmed up (one worker at a time, so
-    none of them loads while another one is busy)."""
+    """Starts the workers and waits until each has loaded and warmed up (one worker at a time,
+    so none of them loads while another one is busy)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    self._proc = subprocess.Popen(self._cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self._stderr, text=True, env=env)
-    self.about = self._ask(None)
+    for _ in range(FLAGS.processes):
+      self._stderrs.append(tempfile.TemporaryFile(mode="w+"))
+      self._procs.append(subprocess.Popen(self._cmd, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=self._stderrs[-1],
+                                          text=True, env=env))
+      self.about = self._ask(None, which=slice(-1, None))[0]
 
-  def _ask(self, command):
+  def _ask(self, command, which=slice(None)):
+    """Sends `command` to the workers `which` selects (all by default), then reads each one's
+    answer."""
+    workers = list(zip(self._procs, self._stderrs))[which]
     if command is not None:
-      self._proc.stdin.write(command + "\n")
-      self._proc.stdin.flush()
-    line = self._proc.stdout.readline()
-    if not line:
-      self._stderr.seek(0)
-      raise RuntimeError("%s (%s) failed: %s" % (self.kind, self.precision,
-                                                 self._stderr.read().strip()[-800:]))
-    return json.loads(line)
+      for proc, _ in workers:
+        proc.stdin.write(command + "\n")
+        proc.stdin.flush()
+    answers = []
+    for proc, stderr in workers:
+      line = proc.stdout.readline()
+      if not line:
+        stderr.seek(0)
+        raise RuntimeError("%s (%s) failed: %s" % (self.kind, self.precision,
+                                                   stderr.read().strip()[-800:]))
+      answers.append(json.loads(line))
+    return answers
 
   def serve(self, batch_size, count):
-    """Serves the first `count` texts (0: all) at `batch_size` once; records the timings."""
-    latencies = self._ask("run %d %d" % (batch_size, count))["latencies"]
-    self.latencies.setdefault(batch_size, []).extend(latencies)
+    """Serves the first `count` texts (0: all) at `batch_size` once in every worker, all at
+    once; records the timings."""
+    start = time.perf_counter()
+    answers = self._ask("run %d %d" % (batch_size, count))
+    wall = time.perf_counter() - start
+    for answer in answers:
+      self.latencies.setdefault(batch_size, []).extend(answer["latencies"])
     served = count or self.num_texts
-    self.rates.setdefault(batch_size, []).append(served / sum(latencies))
+    # One worker: its own serving time (no pipe in it); several: their total over the wall.
+    rate = (served / sum(answers[0]["latencies"]) if len(answers) == 1
+            else len(answers) * served / wall)
+    self.rates.setdefault(batch_size, []).append(rate)
 
   def logits(self, batch_size):
-    return np.array(self._ask("logits %d" % batch_size)["logits"])
+    return np.array(self._ask("logits %d" % batch_size, which=slice(0, 1))[0]["logits"])
 
   def close(self):
-    worker_process.end(self._proc, self._stderr)
+    for proc, stderr in zip(self._procs, self._stderrs):
+      worker_process.end(proc, stderr)
 
 
 def precisions():
@@ -186,6 +213,9 @@ def contenders_of(precision, models, texts_file):
 def main(_):
   if not FLAGS.run_dir:
     raise SystemExit("error: --run_dir is required (a classifier run with --do_export)")
+  if FLAGS.processes < 1 or FLAGS.threads < 1:
+    raise SystemExit("error: --processes=%d, --threads=%d: expected 1 or more of each" % (
+        FLAGS.processes, FLAGS.threads))
   work_dir = FLAGS.work_dir or os.path.join(FLAGS.run_dir, "serving_compare")
   os.makedirs(work_dir, exist_ok=True)
   wanted = precisions()
@@ -238,9 +268,11 @@ def main(_):
                 ("ours bf16: share of dev texts with ours fp32's label", float(np.mean(
                     ours["bf16"].argmax(-1) == ours["fp32"].argmax(-1))), None)]
   load_after = os.getloadavg()[0]
-  print("Machine: %s; threads per contender: intra-op %d, inter-op %d; load average (1 min) "
+  print("Machine: %s; per contender: %s intra-op %d, inter-op %d threads; load average (1 min) "
         "from other processes %.1f at the start, %.1f at the end" % (
-            machine.describe(), FLAGS.threads, FLAGS.inter_op_threads, load_before, load_after))
+            machine.describe(), "%d processes at once, each" % FLAGS.processes
+            if FLAGS.processes > 1 else "1 process,", FLAGS.threads, FLAGS.inter_op_threads,
+            load_before, load_after))
   print("Versions: %s" % ", ".join("%s %s" % item for item in sorted(about.items())
                                     if item[0] != "attention"))
   print("Texts: %d dev examples of %s (%s); batch 1 serves the first %d per round; %d rounds, "

@@ -13,6 +13,7 @@
 #   MODELS=minilm bash scripts/serving_table.sh       # one model
 #   MODELS=minilm MINILM_STEPS=20 bash scripts/serving_table.sh   # quick: 20 updates, ~15 min
 #   THREADS=1 PRECISIONS=fp32 bash scripts/serving_table.sh       # every contender on 1 thread
+#   PROCESSES=2 THREADS=1 PRECISIONS=fp32 bash scripts/serving_table.sh   # 2 servers at once each
 #
 # MRPC_DIR (default ../shared/data/glue/MRPC). Trained models are kept in work_dir and reused.
 # Needs the benchmark extra (pip install -r requirements-bench.txt). Run it on a quiet machine.
@@ -21,7 +22,8 @@ WORK="${1:-output/serving_table}"
 MRPC_DIR="${MRPC_DIR:-../shared/data/glue/MRPC}"
 MODELS="${MODELS:-minilm base}"
 MINILM_STEPS="${MINILM_STEPS:-}"  # empty: one epoch
-THREADS="${THREADS:-$(nproc)}"     # intra-op threads of every contender
+THREADS="${THREADS:-$(nproc)}"     # intra-op threads of every contender's process
+PROCESSES="${PROCESSES:-1}"        # processes per contender, serving at once
 PRECISIONS="${PRECISIONS:-auto}"   # fp32, bf16 or auto (bf16 too where the CPU has it)
 fail() { echo "error: serving_table.sh: $*" >&2; exit 2; }
 for split in train dev; do
@@ -33,6 +35,8 @@ done
 [[ -z "$MINILM_STEPS" || "$MINILM_STEPS" =~ ^[1-9][0-9]*$ ]] ||
   fail "MINILM_STEPS takes a positive number of updates (or nothing: one epoch), got '$MINILM_STEPS'"
 [[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || fail "THREADS takes a positive number of threads, got '$THREADS'"
+[[ "$PROCESSES" =~ ^[1-9][0-9]*$ ]] ||
+  fail "PROCESSES takes a positive number of processes, got '$PROCESSES'"
 for precision in ${PRECISIONS//,/ } ""; do
   [[ " fp32 bf16 auto " == *" $precision "* || ( -z "$precision" && -n "$PRECISIONS" ) ]] ||
     fail "PRECISIONS takes fp32, bf16 or both (comma-separated), or auto; got '$PRECISIONS'"
@@ -71,12 +75,13 @@ for model in $MODELS; do
     echo "== all-MiniLM-L6-v2 fine-tuned on MRPC (${MINILM_STEPS:-one epoch of} updates;" \
       "$(grep -h eval_accuracy "$run/eval_results.txt"))"
     python benchmarks/serving_compare.py --run_dir="$run" --task_name=mrpc \
-      --data_dir="$MRPC_DIR" --threads="$THREADS" --precisions="$PRECISIONS"
+      --data_dir="$MRPC_DIR" --threads="$THREADS" --precisions="$PRECISIONS" \
+      --processes="$PROCESSES"
   else
     train base_mrpc --bert_config_file="$WORK/base_config.json" --num_train_steps=30
     echo "== BERT-base shape (random start, 30 updates on MRPC)"
     python benchmarks/serving_compare.py --run_dir="$WORK/base_mrpc" --task_name=mrpc \
       --data_dir="$MRPC_DIR" --batch1_examples=50 --serve_rounds=3 --threads="$THREADS" \
-      --precisions="$PRECISIONS"
+      --precisions="$PRECISIONS" --processes="$PROCESSES"
   fi
 done
