@@ -73,6 +73,13 @@ flags.DEFINE_float("tolerance", 1e-4, "Largest |logit difference| to ours allowe
 WORKER = os.path.join(_HERE, "serving_worker.py")
 
 
+def _fail(message):
+  """Bad input or a failed step: one `error:` line and exit code 2."""
+  sys.stdout.flush()
+  sys.stderr.write("error: %s\n" % message)
+  sys.exit(2)
+
+
 class Contender(object):
   """--processes serving_worker.py processes: the servers of one kind and precision."""
 
@@ -156,7 +163,7 @@ def _run(cmd):
   proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   if proc.returncode != 0:
-    raise SystemExit("error: %s failed: %s" % (" ".join(cmd[:3]), proc.stderr.strip()[-800:]))
+    _fail("%s failed: %s" % (" ".join(cmd[:3]), proc.stderr.strip()[-800:]))
 
 
 def _export_config(saved_model):
@@ -173,7 +180,7 @@ def prepare(work_dir, want_bf16):
   saved_model = os.path.join(FLAGS.run_dir, "saved_model")
   spec = _export_config(saved_model)
   if spec is None:
-    raise SystemExit("error: --run_dir=%s: no saved_model/ there (train with --do_export)" %
+    _fail("--run_dir=%s: no saved_model/ there (train with --do_export)" %
                      FLAGS.run_dir)
   assets = os.path.join(saved_model, "assets")
   hf_dir = os.path.join(work_dir, "hf")
@@ -212,9 +219,9 @@ def contenders_of(precision, models, texts_file):
 
 def main(_):
   if not FLAGS.run_dir:
-    raise SystemExit("error: --run_dir is required (a classifier run with --do_export)")
+    _fail("--run_dir is required (a classifier run with --do_export)")
   if FLAGS.processes < 1 or FLAGS.threads < 1:
-    raise SystemExit("error: --processes=%d, --threads=%d: expected 1 or more of each" % (
+    _fail("--processes=%d, --threads=%d: expected 1 or more of each" % (
         FLAGS.processes, FLAGS.threads))
   work_dir = FLAGS.work_dir or os.path.join(FLAGS.run_dir, "serving_compare")
   os.makedirs(work_dir, exist_ok=True)

@@ -1,7 +1,7 @@
 """The benchmark helpers that need neither torch nor a quiet machine: ISA level and peak bound
 (benchmarks/machine.py), and that the Hugging Face side of finetune_side_by_side.py reads each
-task's files exactly as run_classifier_mgpu.py's processors do; memory_bench's tower modes and
-serving_worker's batching."""
+task's files exactly as run_classifier_mgpu.py's processors do; memory_bench's tower modes,
+serving_worker's batching and serving_compare's flag checks."""
 
 import os
 import sys
@@ -208,3 +208,18 @@ def test_serving_worker_batches_keep_pairs_together_and_in_order():
       (["a0", "a1"], ["b0", "b1"]), (["a2", "a3"], ["b2", "b3"]), (["a4"], ["b4"])]
   assert list(serving_worker.batches({"text_a": ["x", "y"], "text_b": None}, 32)) == [
       (["x", "y"], None)]
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], "error: --run_dir is required (a classifier run with --do_export)"),
+    (["--run_dir=/nonexistent", "--processes=0", "--threads=1"],
+     "error: --processes=0, --threads=1: expected 1 or more of each")])
+def test_serving_compare_refuses_bad_flags_in_one_line_before_any_work(args, message):
+  """Checked before it converts, exports or starts any server: one line, exit code 2."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  script = os.path.join(os.path.dirname(machine.__file__), "serving_compare.py")
+  proc = subprocess.run([sys.executable, script] + args, capture_output=True, text=True,
+                        timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+  assert proc.returncode == 2 and errors == [message], proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
