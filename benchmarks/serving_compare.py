@@ -6,8 +6,8 @@
 --run_dir is a classifier run of run_classifier_mgpu.py with --do_export (its saved_model/ and
 checkpoint). The Hugging Face side is made from the same checkpoint: convert_to_hf.py writes
 <work_dir>/hf, torch.onnx.export writes <work_dir>/model.onnx (both kept for the next run).
-With bf16 in --precisions, <work_dir>/saved_model_bf16 is the run's SavedModel built again as
---export_precision=bf16 would (the encoder in bfloat16 from bfloat16 kernels). Our SavedModel
+With bf16 in --precisions, <work_dir>/bf16/saved_model is the run's SavedModel built again as
+--export_precision=bf16 does (the encoder in bfloat16 from bfloat16 kernels). Our SavedModel
 serves twice per precision: as loaded, and with oneDNN's weight cache
 (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in the serving process, serving_worker.py --weight_cache).
 
@@ -29,7 +29,6 @@ docs/serving.md); examples/sec is then their total over the wall time of each pa
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,8 @@ sys.path.insert(0, _HERE)
 import machine
 import worker_process
 import run_classifier_mgpu
+from core import atomic_files
+from serving import saved_model_export
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -180,8 +181,7 @@ def prepare(work_dir, want_bf16):
   saved_model = os.path.join(FLAGS.run_dir, "saved_model")
   spec = _export_config(saved_model)
   if spec is None:
-    _fail("--run_dir=%s: no saved_model/ there (train with --do_export)" %
-                     FLAGS.run_dir)
+    _fail("--run_dir=%s: no saved_model/ there (train with --do_export)" % FLAGS.run_dir)
   assets = os.path.join(saved_model, "assets")
   hf_dir = os.path.join(work_dir, "hf")
   if not os.path.exists(os.path.join(hf_dir, "config.json")):
@@ -192,16 +192,18 @@ def prepare(work_dir, want_bf16):
           "--labels_file=%s" % os.path.join(assets, "labels.txt"),
           "--do_lower_case=%s" % spec["do_lower_case"], "--output_dir=%s" % hf_dir])
   onnx_file = os.path.join(work_dir, "model.onnx")
+  atomic_files.remove_stale_temporaries(work_dir)  # e.g. an ONNX export killed mid-way
   if not os.path.exists(onnx_file):
     _run([sys.executable, WORKER, "--kind=onnx_export", "--model=%s" % hf_dir,
           "--onnx_out=%s" % onnx_file])
   bf16_model = None
   if want_bf16:
-    bf16_model = os.path.join(work_dir, "saved_model_bf16")
+    # The export of --export_precision=bf16: built beside, then renamed into place.
+    bf16_dir = os.path.join(work_dir, "bf16")
+    bf16_model = os.path.join(bf16_dir, saved_model_export.EXPORT_DIR)
     if (_export_config(bf16_model) or {}).get("precision") != "bf16":
-      shutil.rmtree(bf16_model, ignore_errors=True)
-      _run([sys.executable, os.path.join(_REPO, "build_saved_model.py"), "--spec=" + json.dumps(
-          dict(spec, export_dir=bf16_model, precision="bf16"))])
+      os.makedirs(bf16_dir, exist_ok=True)
+      saved_model_export.build(bf16_dir, dict(spec, precision="bf16"))
   return saved_model, bf16_model, hf_dir, onnx_file
 
 
@@ -231,9 +233,7 @@ def main(_):
   texts = {"text_a": [e.text_a for e in examples],
            "text_b": [e.text_b for e in examples] if examples[0].text_b is not None else None}
   texts_file = os.path.join(work_dir, "texts.json")
-  with open(texts_file + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(texts, f)
-  os.replace(texts_file + ".tmp", texts_file)
+  atomic_files.write_atomically(texts_file, atomic_files.text_writer(json.dumps(texts)))
   batch_sizes = [int(b) for b in FLAGS.batch_sizes.split(",")]
   load_before = os.getloadavg()[0]
   rows, checks, about, ours = [], [], {}, {}

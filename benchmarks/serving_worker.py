@@ -167,10 +167,16 @@ def export_onnx(args):
       return self.inner(input_ids=input_ids, attention_mask=attention_mask,
                         token_type_ids=token_type_ids).logits
 
-  with torch.no_grad():
-    torch.onnx.export(LogitsOnly(model), example, args.onnx_out, input_names=names,
-                      output_names=["logits"], dynamic_axes=axes, opset_version=17,
-                      dynamo=False)
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  from core import atomic_files  # pylint: disable=g-import-not-at-top
+
+  def write(tmp_path):  # whole or not at all: a cut ONNX file would be reused by the next run
+    with torch.no_grad():
+      torch.onnx.export(LogitsOnly(model), example, tmp_path, input_names=names,
+                        output_names=["logits"], dynamic_axes=axes, opset_version=17,
+                        dynamo=False)
+
+  atomic_files.write_atomically(args.onnx_out, write)
 
 
 SERVERS = {"savedmodel": SavedModelServer, "onnxruntime": OnnxServer,
