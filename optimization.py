@@ -104,13 +104,15 @@ def global_norm(grads):
   Returns:
     float32 scalar Tensor.
   """
-  squares = []
+  half_squares = []
   for grad in grads:
     if isinstance(grad, tf.IndexedSlices):
       rows, position = tf.unique(grad.indices)
       grad = tf.math.unsorted_segment_sum(grad.values, position, tf.shape(rows)[0])
-    squares.append(tf.reduce_sum(tf.square(tf.cast(grad, tf.float32))))
-  return tf.sqrt(tf.add_n(squares))
+    # L2Loss (sum(g^2) / 2), as tf.global_norm: one pass over the gradient, where Square then
+    # Sum make a gradient-size temporary and read it again.
+    half_squares.append(tf.nn.l2_loss(tf.cast(grad, tf.float32)))
+  return tf.sqrt(2.0 * tf.add_n(half_squares))
 
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,
@@ -457,7 +459,7 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
 
     ApplyAdam with both beta powers 0 is exactly Adam without bias correction:
     m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, param -= lr m / (sqrt(v) + epsilon). The
-    decoupled weight decay lr * wd * param is subtracted just before, from the same old value,
+    decoupled weight decay lr * wd * param is subtracted just before (`_decay`), from the same old value,
     so the result is BERT's param - lr (m / (sqrt(v) + epsilon) + wd param). One pass over
     param, m and v instead of about fifteen element-wise ops, which matters most for the large
     embedding tables and on CPUs.
@@ -473,8 +475,7 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
       # Both updates work in place, so they must wait for the gradient (the clipped one depends
       # on every gradient, hence on every read of every variable in the towers).
       with tf.control_dependencies(_tensors_of(grad)):
-        decay = [param.assign_sub(self._learning_rate(param_name) * self.weight_decay_rate *
-                                  param)]
+        decay = [self._decay(param, self._learning_rate(param_name) * self.weight_decay_rate)]
     with tf.control_dependencies(decay):
       grad = tf.convert_to_tensor(grad)  # Sparse embedding gradients become dense here.
       args = (0.0, 0.0, self._learning_rate(param_name), self.beta_1, self.beta_2, self.epsilon,
@@ -482,6 +483,19 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
       if hasattr(param, "handle"):  # resource variables
         return gen_training_ops.resource_apply_adam(param.handle, m.handle, v.handle, *args)
       return gen_training_ops.apply_adam(param, m, v, *args)
+
+  @staticmethod
+  def _decay(param, rate):
+    """param -= rate * param, in place; `rate` is a float32 scalar Tensor (lr * weight decay).
+
+    A ref variable (what the run scripts train) is decayed by one ApplyGradientDescent with
+    param as its own gradient: one read and one write of param, where assign_sub of
+    rate * param also writes and reads a param-size temporary. The result may differ from
+    assign_sub's in the last bit (one rounding where the CPU fuses the multiply-subtract).
+    """
+    if hasattr(param, "handle"):  # resource variables: an in-place kernel would copy first
+      return param.assign_sub(rate * param)
+    return gen_training_ops.apply_gradient_descent(param, rate, param)
 
   def _do_use_weight_decay(self, param_name):
     """Whether to apply weight decay to `param_name` (not to LayerNorm or bias)."""

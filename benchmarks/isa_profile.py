@@ -55,8 +55,8 @@ _REDUCTION = {"Sum", "Mean", "Max", "Min", "Prod", "BiasAddGrad", "Softmax", "_M
 _LAYOUT = {"Transpose", "_MklTranspose", "Reshape", "Tile", "ConcatV2", "Slice", "StridedSlice",
            "StridedSliceGrad", "Pad", "Pack", "Unpack", "GatherV2", "UnsortedSegmentSum",
            "ExpandDims", "Squeeze", "OneHot", "Split", "SplitV", "BroadcastTo", "Cast"}
-_OPTIMIZER = {"ApplyAdam", "ResourceApplyAdam", "AssignSub", "AssignAdd", "Assign", "L2Loss",
-              "AssignSubVariableOp", "AssignAddVariableOp", "AssignVariableOp"}
+_OPTIMIZER = {"ApplyAdam", "ResourceApplyAdam", "ApplyGradientDescent", "AssignSub", "AssignAdd",
+              "Assign", "L2Loss", "AssignSubVariableOp", "AssignAddVariableOp", "AssignVariableOp"}
 _OTHER = {"Const", "Identity", "VariableV2", "VarHandleOp", "ReadVariableOp", "Snapshot", "NoOp",
           "_Recv", "_Send", "_HostRecv", "_HostSend", "_Retval", "_Arg", "IteratorGetNext",
           "OneShotIterator", "Shape", "Size", "Rank", "Fill", "ZerosLike", "OnesLike", "Range"}

@@ -87,7 +87,8 @@ def _ancestors(op):
 def test_an_embedding_table_is_made_dense_after_every_other_update_and_its_decay():
   """The table's full-size dense gradient waits for the dense updates (the backward pass's
   gradients are then consumed) and for its own weight decay (no two table-size temporaries at
-  once): what keeps the owner of the word embeddings level with the other towers' devices."""
+  once): what keeps the owner of the word embeddings level with the other towers' devices.
+  The decay is one in-place kernel (ApplyGradientDescent, param as its own gradient)."""
   with tf.Graph().as_default() as graph, tf.Session() as sess:
     table = tf.get_variable("word_embeddings", initializer=tf.ones([3, 2]))
     kernel = tf.get_variable("dense/kernel", initializer=tf.ones([2, 2]))
@@ -98,8 +99,8 @@ def test_an_embedding_table_is_made_dense_after_every_other_update_and_its_decay
     applies = {op.inputs[0].op.name: op for op in graph.get_operations()
                if op.type in ("ApplyAdam", "ResourceApplyAdam")}
     densify = applies["word_embeddings"].inputs[-1].op  # the gradient ApplyAdam reads
-    decays = [op for op in graph.get_operations() if op.type in ("AssignSub", "AssignSubVariableOp")
-              and op.inputs[0].op.name == "word_embeddings"]
+    decays = [op for op in graph.get_operations()
+              if op.type == "ApplyGradientDescent" and op.inputs[0].op.name == "word_embeddings"]
     assert densify.type == "UnsortedSegmentSum" and len(decays) == 1, (densify, decays)
     waits_for = _ancestors(densify)
     assert applies["dense/kernel"] in waits_for and decays[0] in waits_for
