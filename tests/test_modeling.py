@@ -221,6 +221,33 @@ def test_dropout_takes_a_rate_not_a_keep_probability():
   np.testing.assert_allclose(out[out > 0], 10.0, rtol=1e-5)
 
 
+def test_seeded_dropout_keeps_the_right_share_the_same_mask_again_and_any_shape():
+  """16 random bits per element (two per Philox word): the kept share is 1 - rate to sampling
+  error, neighbours (the two halves of one word) are independent, the same seed gives the same
+  mask, and odd sizes, unknown shapes and bfloat16 work."""
+  with tf.Graph().as_default(), tf.Session() as sess:
+    seed = tf.constant([7, 11])
+    with modeling.seeded_dropout_scope(seed):
+      big = modeling.dropout(tf.ones([1000, 1001]), 0.1)
+    with modeling.seeded_dropout_scope(seed):
+      again = modeling.dropout(tf.ones([1000, 1001]), 0.1)
+    with modeling.seeded_dropout_scope(seed + 1):
+      other = modeling.dropout(tf.ones([1000, 1001]), 0.1)
+    unknown = tf.placeholder(tf.bfloat16, [None, 3])
+    with modeling.seeded_dropout_scope(seed):
+      small = modeling.dropout(unknown, 0.5)
+    big, again, other, small = sess.run(
+        [big, again, other, tf.cast(small, tf.float32)], {unknown: np.ones([5, 3])})
+  kept = big != 0.0
+  assert abs(kept.mean() - 0.9) < 0.002  # sampling sd 3e-4 over 1,001,000 elements
+  np.testing.assert_allclose(big[kept], 1.0 / 0.9, rtol=1e-6)
+  both = np.mean(kept[:, 0:1000:2] & kept[:, 1:1001:2])  # the two halves of a word
+  assert abs(both - 0.81) < 0.003
+  np.testing.assert_array_equal(big, again)
+  assert np.mean((other != 0.0) != kept) > 0.15  # 2 * 0.9 * 0.1 = 0.18 for independent masks
+  assert small.shape == (5, 3) and set(np.unique(small)) <= {0.0, 2.0}
+
+
 def test_dropout_is_off_at_inference():
   cfg = _config(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)
   ids, mask, types = _inputs()
