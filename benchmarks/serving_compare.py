@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -48,6 +47,8 @@ import machine
 import worker_process
 import run_classifier_mgpu
 from core import atomic_files
+from core.errors import InputError
+from engine import cli
 from serving import saved_model_export
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -74,19 +75,13 @@ flags.DEFINE_float("tolerance", 1e-4, "Largest |logit difference| to ours allowe
 WORKER = os.path.join(_HERE, "serving_worker.py")
 
 
-def _fail(message):
-  """Bad input or a failed step: one `error:` line and exit code 2."""
-  sys.stdout.flush()
-  sys.stderr.write("error: %s\n" % message)
-  sys.exit(2)
-
-
 class Contender(object):
   """--processes serving_worker.py processes: the servers of one kind and precision."""
 
   def __init__(self, kind, precision, model, texts_file, extra=()):
     self.kind, self.precision = kind, precision
     self.weight_cache = "--weight_cache" in extra
+    self._texts_file = texts_file
     self._cmd = [sys.executable, WORKER, "--kind=%s" % kind, "--model=%s" % model,
            "--texts=%s" % texts_file, "--precision=%s" % precision,
            "--threads=%d" % FLAGS.threads, "--inter_op_threads=%d" % FLAGS.inter_op_threads,
@@ -127,8 +122,8 @@ class Contender(object):
       line = proc.stdout.readline()
       if not line:
         stderr.seek(0)
-        raise RuntimeError("%s (%s) failed: %s" % (self.kind, self.precision,
-                                                   stderr.read().strip()[-800:]))
+        _step_failed("the %s %s server" % (self.kind, self.precision), stderr.read(),
+                     os.path.dirname(self._texts_file))
       answers.append(json.loads(line))
     return answers
 
@@ -160,11 +155,25 @@ def precisions():
   return ["fp32", "bf16"] if machine.isa_level() in ("AVX-512 + BF16", "AMX") else ["fp32"]
 
 
-def _run(cmd):
+def _run(cmd, work_dir):
+  """Runs a preparation step (a conversion or export); its failure ends the run (_step_failed)."""
   proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   if proc.returncode != 0:
-    _fail("%s failed: %s" % (" ".join(cmd[:3]), proc.stderr.strip()[-800:]))
+    what = os.path.basename(cmd[1]) + (" " + cmd[2] if cmd[2].startswith("--kind=") else "")
+    _step_failed(what, proc.stderr, work_dir)
+
+
+def _step_failed(what, stderr_text, work_dir):
+  """Raises InputError: one line naming the step, its last stderr line, and
+  <work_dir>/failed_step.log, which keeps the whole stderr."""
+  log = os.path.join(work_dir, "failed_step.log")
+  atomic_files.write_text(log, stderr_text)
+  last = ([line.strip() for line in stderr_text.splitlines() if line.strip()] or
+          ["(nothing on stderr)"])[-1]
+  if last.startswith("error: "):
+    last = last[len("error: "):]
+  raise InputError("%s failed: %s (its whole stderr: %s)" % (what, last, log))
 
 
 def _export_config(saved_model):
@@ -181,7 +190,8 @@ def prepare(work_dir, want_bf16):
   saved_model = os.path.join(FLAGS.run_dir, "saved_model")
   spec = _export_config(saved_model)
   if spec is None:
-    _fail("--run_dir=%s: no saved_model/ there (train with --do_export)" % FLAGS.run_dir)
+    raise InputError("--run_dir=%s: no saved_model/ there (train with --do_export)" %
+                     FLAGS.run_dir)
   assets = os.path.join(saved_model, "assets")
   hf_dir = os.path.join(work_dir, "hf")
   if not os.path.exists(os.path.join(hf_dir, "config.json")):
@@ -190,12 +200,12 @@ def prepare(work_dir, want_bf16):
           "--bert_config_file=%s" % os.path.join(assets, "bert_config.json"),
           "--vocab_file=%s" % os.path.join(assets, "vocab.txt"),
           "--labels_file=%s" % os.path.join(assets, "labels.txt"),
-          "--do_lower_case=%s" % spec["do_lower_case"], "--output_dir=%s" % hf_dir])
+          "--do_lower_case=%s" % spec["do_lower_case"], "--output_dir=%s" % hf_dir], work_dir)
   onnx_file = os.path.join(work_dir, "model.onnx")
   atomic_files.remove_stale_temporaries(work_dir)  # e.g. an ONNX export killed mid-way
   if not os.path.exists(onnx_file):
     _run([sys.executable, WORKER, "--kind=onnx_export", "--model=%s" % hf_dir,
-          "--onnx_out=%s" % onnx_file])
+          "--onnx_out=%s" % onnx_file], work_dir)
   bf16_model = None
   if want_bf16:
     # The export of --export_precision=bf16: built beside, then renamed into place.
@@ -221,9 +231,9 @@ def contenders_of(precision, models, texts_file):
 
 def main(_):
   if not FLAGS.run_dir:
-    _fail("--run_dir is required (a classifier run with --do_export)")
+    raise InputError("--run_dir is required (a classifier run with --do_export)")
   if FLAGS.processes < 1 or FLAGS.threads < 1:
-    _fail("--processes=%d, --threads=%d: expected 1 or more of each" % (
+    raise InputError("--processes=%d, --threads=%d: expected 1 or more of each" % (
         FLAGS.processes, FLAGS.threads))
   work_dir = FLAGS.work_dir or os.path.join(FLAGS.run_dir, "serving_compare")
   os.makedirs(work_dir, exist_ok=True)
@@ -304,4 +314,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run_main(main, output_flag="work_dir")

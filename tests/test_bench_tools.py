@@ -223,3 +223,27 @@ def test_serving_compare_refuses_bad_flags_in_one_line_before_any_work(args, mes
   errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
   assert proc.returncode == 2 and errors == [message], proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr
+
+
+def test_serving_compare_reports_a_failed_step_in_one_line_and_keeps_its_stderr(tmp_path):
+  """A conversion that fails (here: the run's checkpoint is gone) ends the run with one line
+  naming the step and its last stderr line; the whole stderr is kept in failed_step.log."""
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  assets = tmp_path / "run" / "saved_model" / "assets"
+  assets.mkdir(parents=True)
+  (assets / "export_config.json").write_text(json.dumps(
+      {"checkpoint": str(tmp_path / "gone" / "model.ckpt-1"), "do_lower_case": True}))
+  script = os.path.join(os.path.dirname(machine.__file__), "serving_compare.py")
+  work = tmp_path / "work"
+  proc = subprocess.run([sys.executable, script, "--run_dir=%s" % (tmp_path / "run"),
+                         "--work_dir=%s" % work, "--precisions=fp32"],
+                        capture_output=True, text=True, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+  assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-2000:]
+  assert errors[0].startswith("error: convert_to_hf.py failed: ")
+  assert errors[0].endswith("(its whole stderr: %s)" % (work / "failed_step.log"))
+  kept = (work / "failed_step.log").read_text()
+  assert errors[0][len("error: convert_to_hf.py failed: "):].split(" (its whole")[0] in kept
+  assert "Traceback" not in proc.stderr
