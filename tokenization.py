@@ -558,6 +558,46 @@ def pair_budgets(len_a, len_b, budget):
   return len_a, len_b
 
 
+def classifier_features(tokens_a, tokens_b, max_seq_length, truncation, tokenizer):
+  """One classifier input, [CLS] a [SEP] (b [SEP]), truncated to fit and padded.
+
+  Args:
+    tokens_a: list of str, the first text's tokens; tokens_b: the second's, or None.
+    max_seq_length: total length after padding.
+    truncation: one of TRUNCATION_MODES; a pair is cut as stock BERT cuts it (the longer text
+      first, pair_budgets), each text by `truncation`.
+    tokenizer: FullTokenizer (its convert_tokens_to_ids).
+
+  Returns:
+    (input_ids, input_mask, segment_ids, tokens kept of the texts): lists of max_seq_length
+    ints, and an int.
+  """
+  if tokens_b is None:
+    tokens_a, _ = truncate_tokens(tokens_a, max_seq_length - 2, truncation)
+  else:
+    budget_a, budget_b = pair_budgets(len(tokens_a), len(tokens_b), max_seq_length - 3)
+    tokens_a, _ = truncate_tokens(tokens_a, budget_a, truncation)
+    tokens_b, _ = truncate_tokens(tokens_b, budget_b, truncation)
+  return pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer) + (
+      len(tokens_a) + len(tokens_b or ()),)
+
+
+def pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer):
+  """[CLS] a [SEP] (b [SEP]) as (input_ids, input_mask, segment_ids), padded to max_seq_length."""
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b is not None:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+  input_ids = tokenizer.convert_tokens_to_ids(tokens)
+  input_mask = [1] * len(input_ids)
+  padding = max_seq_length - len(input_ids)
+  input_ids += [0] * padding
+  input_mask += [0] * padding
+  segment_ids += [0] * padding
+  return input_ids, input_mask, segment_ids
+
+
 def is_spaced_script_char(char):
   """Whether words of this character's script are separated by spaces (Latin, digits, ...).
 

@@ -460,17 +460,11 @@ def convert_single_example(example, label_map, max_seq_length, tokenizer, trunca
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
   text_tokens = len(tokens_a) + len(tokens_b or ())
-  if tokens_b is None:
-    tokens_a, truncated = tokenization.truncate_tokens(tokens_a, max_seq_length - 2, truncation)
-  else:
-    budget_a, budget_b = tokenization.pair_budgets(len(tokens_a), len(tokens_b), max_seq_length - 3)
-    tokens_a, cut_a = tokenization.truncate_tokens(tokens_a, budget_a, truncation)
-    tokens_b, cut_b = tokenization.truncate_tokens(tokens_b, budget_b, truncation)
-    truncated = cut_a or cut_b
-  input_ids, input_mask, segment_ids = _pack(tokens_a, tokens_b, max_seq_length, tokenizer)
+  input_ids, input_mask, segment_ids, kept = tokenization.classifier_features(
+      tokens_a, tokens_b, max_seq_length, truncation, tokenizer)
   return InputFeatures(input_ids, input_mask, segment_ids,
-                       _label_id(example, label_map, source, need_label), truncated,
-                       text_tokens, text_tokens - len(tokens_a) - len(tokens_b or ()))
+                       _label_id(example, label_map, source, need_label), kept < text_tokens,
+                       text_tokens, text_tokens - kept)
 
 
 def convert_example_windows(example, label_map, max_seq_length, tokenizer, truncation="head",
@@ -512,29 +506,14 @@ def convert_example_windows(example, label_map, max_seq_length, tokenizer, trunc
     stride = max(1, min(doc_stride or tokenization.default_doc_stride(budget_b), budget_b))
     windows = [(tokens_a, tokens_b[start:start + budget_b])
                for start in tokenization.window_starts(len(tokens_b), budget_b, stride)]
-  features = [InputFeatures(*_pack(a, b, max_seq_length, tokenizer), label_id=label_id)
+  features = [InputFeatures(*tokenization.pack_tokens(a, b, max_seq_length, tokenizer),
+                            label_id=label_id)
               for a, b in windows]
   # Every token of the sliding text is in some window; a pair's first text may be cut.
   features[0].text_tokens = text_tokens
   features[0].cut_tokens = text_tokens - kept_a - len(tokens_b) if tokens_b is not None else 0
   features[0].truncated = bool(features[0].cut_tokens)
   return features
-
-
-def _pack(tokens_a, tokens_b, max_seq_length, tokenizer):
-  """[CLS] a [SEP] (b [SEP]) as (input_ids, input_mask, segment_ids), padded to max_seq_length."""
-  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-  segment_ids = [0] * len(tokens)
-  if tokens_b is not None:
-    tokens += tokens_b + ["[SEP]"]
-    segment_ids += [1] * (len(tokens_b) + 1)
-  input_ids = tokenizer.convert_tokens_to_ids(tokens)
-  input_mask = [1] * len(input_ids)
-  padding = max_seq_length - len(input_ids)
-  input_ids += [0] * padding
-  input_mask += [0] * padding
-  segment_ids += [0] * padding
-  return input_ids, input_mask, segment_ids
 
 
 def _label_id(example, label_map, source, need_label):

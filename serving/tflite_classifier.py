@@ -1,0 +1,110 @@
+"""Batch-1 serving on CPUs: a classifier export's assets/model.tflite (--export_tflite).
+
+TensorFlow's own runtime hands each kernel of a small call to its second thread at a cost of
+30-40 µs and runs small matmuls on one thread (docs/results.md, "Serving against ONNX Runtime"),
+so a SavedModel serves one request at a time slower than ONNX Runtime. TensorFlow Lite runs the
+same model with XNNPACK's kernels and a spinning thread pool: on 2 cores, about twice the
+SavedModel's batch-1 examples/sec. It is part of the tensorflow package; nothing else to install.
+
+    classifier = TfliteClassifier("out/mrpc/saved_model", num_threads=2)
+    classifier.classify(["The cat sat."], ["A cat was sitting."])
+    # {"logits": [[...]], "probabilities": [[...]], "label": ["1"]}
+
+Texts are tokenized in Python exactly as the run script tokenized them (tokenization's
+FullTokenizer and classifier_features, with the export's vocabulary, casing, max_seq_length and
+truncation from assets/export_config.json), each batch padded to its longest row; the model
+takes any batch size and length. The SavedModel's own signatures are untouched: use them for
+batches (faster there) and for raw text inside a TensorFlow graph.
+"""
+
+import json
+import os
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from core.errors import InputError
+import tokenization
+
+TFLITE_ASSET = "model.tflite"  # where build_saved_model puts it in the assets
+_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+class TfliteClassifier(object):
+  """A classifier export served through TensorFlow Lite; `classify` texts to labels."""
+
+  def __init__(self, saved_model_dir, num_threads=None):
+    """saved_model_dir: a --do_export --export_tflite SavedModel; num_threads: the interpreter's
+    threads (default: every core)."""
+    assets = os.path.join(saved_model_dir, "assets")
+    model_file = os.path.join(assets, TFLITE_ASSET)
+    if not os.path.isfile(model_file):
+      raise InputError("%s: no assets/%s (export with --do_export --export_tflite)" % (
+          saved_model_dir, TFLITE_ASSET))
+    with open(os.path.join(assets, "export_config.json"), encoding="utf-8") as f:
+      spec = json.load(f)
+    self.labels = list(spec["labels"])
+    self.text_b = spec["text_b"]
+    self.max_seq_length = spec["max_seq_length"]
+    self.truncation = spec["truncation"]
+    self.tokenizer = tokenization.FullTokenizer(os.path.join(assets, "vocab.txt"),
+                                                do_lower_case=spec["do_lower_case"])
+    self.interpreter = _interpreter(model_file, num_threads or os.cpu_count())
+    runner = self.interpreter.get_signature_runner()
+    self._inputs = {name: d["index"] for name, d in runner.get_input_details().items()}
+    self._outputs = {name: d["index"] for name, d in runner.get_output_details().items()}
+    self._shape = None
+
+  def features(self, texts_a, texts_b=None):
+    """int32 arrays [batch, longest row] per model input, as the run script makes them."""
+    if self.text_b != (texts_b is not None):
+      raise InputError("this model reads %s; got %s" % (
+          "text pairs (text_a and text_b)" if self.text_b else "one text (text_a)",
+          "pairs" if texts_b is not None else "one text"))
+    if texts_b is not None and len(texts_b) != len(texts_a):
+      raise InputError("text_b: expected one text per text_a, got %d for %d" % (
+          len(texts_b), len(texts_a)))
+    rows = []
+    for i, text_a in enumerate(texts_a):
+      tokens_b = self.tokenizer.tokenize(texts_b[i]) if texts_b is not None else None
+      rows.append(tokenization.classifier_features(
+          self.tokenizer.tokenize(text_a), tokens_b, self.max_seq_length, self.truncation,
+          self.tokenizer)[:3])
+    length = max(sum(mask) for _, mask, _ in rows)
+    return {name: np.array([row[k][:length] for row in rows], dtype=np.int32)
+            for k, name in enumerate(_INPUTS)}
+
+  def run(self, features):
+    """The model's outputs ({"logits", "probabilities"}: float32 [batch, labels]) for
+    `features` (see features); resizes the interpreter only when the shape changes."""
+    shape = features["input_ids"].shape
+    if shape != self._shape:
+      for name in _INPUTS:
+        self.interpreter.resize_tensor_input(self._inputs[name], shape)
+      self.interpreter.allocate_tensors()
+      self._shape = shape
+    for name in _INPUTS:
+      self.interpreter.set_tensor(self._inputs[name], features[name])
+    self.interpreter.invoke()
+    return {name: self.interpreter.get_tensor(index) for name, index in self._outputs.items()}
+
+  def classify(self, texts_a, texts_b=None):
+    """Texts (lists of str) -> {"logits", "probabilities": [batch, labels], "label": [batch]}."""
+    outputs = self.run(self.features(texts_a, texts_b))
+    outputs["label"] = [self.labels[i] for i in np.argmax(outputs["logits"], axis=-1)]
+    return outputs
+
+
+def _interpreter(model_file, num_threads):
+  """LiteRT's interpreter (the ai_edge_litert package) when installed, else TensorFlow's own
+  tf.lite.Interpreter (the same API; deprecated for LiteRT, still in TensorFlow 2.21), whose
+  deprecation warning is not repeated to every user of this class."""
+  try:
+    from ai_edge_litert import interpreter as litert  # pylint: disable=g-import-not-at-top
+    return litert.Interpreter(model_path=model_file, num_threads=num_threads)
+  except ImportError:
+    pass
+  with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
+    return tf.lite.Interpreter(model_path=model_file, num_threads=num_threads)
