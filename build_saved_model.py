@@ -41,12 +41,14 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from core import atomic_files
 from engine import cli
 import modeling
 from rewrite import data as rewrite_data
 from rewrite import decoding as rewrite_decoding
 from serving import graph_features
 from serving import graph_tokenizer
+from serving import tflite_classifier
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -191,6 +193,19 @@ class ServingModule(tf.Module):
     self._model = wrap_model(model_fn, input_specs, checkpoint, self.precision)
     self.model_variables = list(self._model.variables)
 
+  def add_tflite_model(self):
+    """Converts the held model (token ids [batch, seq] in, the model's outputs out; batch and
+    seq free) to TensorFlow Lite as assets/model.tflite (see serving/tflite_classifier.py)."""
+    model = tf.function(lambda input_ids, input_mask, segment_ids: self._model(
+        input_ids, input_mask, segment_ids), input_signature=_ids_specs(None))
+    weights = tf.Module()  # the model's variables alone (not the tokenizer's tables)
+    weights.model_variables = self.model_variables
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [model.get_concrete_function()], weights)  # a signature with the outputs' names
+    target = os.path.join(self._asset_dir, tflite_classifier.TFLITE_ASSET)
+    atomic_files.write_atomically(target, atomic_files.bytes_writer([converter.convert()]))
+    self.assets[tflite_classifier.TFLITE_ASSET.replace(".", "_")] = tf.saved_model.Asset(target)
+
   def save(self, export_dir, signatures):
     tf.saved_model.save(self, export_dir, signatures=signatures)
     shutil.rmtree(self._asset_dir, ignore_errors=True)
@@ -220,6 +235,8 @@ class ClassifierModule(ServingModule):
       return {"logits": logits, "probabilities": probabilities}
 
     self.hold_weights(model_fn, _ids_specs(None), spec["checkpoint"])
+    if spec.get("tflite"):
+      self.add_tflite_model()
     text_specs = [_text_spec("text_a")] + ([_text_spec("text_b")] if self.text_b else [])
     self.classify_text = tf.function(self._classify_text, input_signature=text_specs)
     self.classify_ids = tf.function(self._classify_ids, input_signature=_ids_specs(None))

@@ -53,7 +53,7 @@ common_flags.define_periodic_eval_flags(
     "eval_accuracy", "eval_accuracy, macro_f1, f1_<label>, precision_<label>, recall_<label>, "
     "eval_loss")
 common_flags.define_predict_flags()
-saved_model_export.define_flags(precisions=("fp32", "bf16"))
+saved_model_export.define_flags(precisions=("fp32", "bf16"), tflite=True)
 
 flags.DEFINE_string("data_dir", None,
                     "The input data dir: train.tsv, dev.tsv, test.tsv (or the stock file names "
@@ -143,7 +143,9 @@ def predicting():
 
 
 def check_modes():
-  """At least one mode, and the --data_dir the modes that read it need (InputError)."""
+  """At least one mode, the --data_dir the modes that read it need, and --export_tflite's
+  companions (InputError)."""
+  saved_model_export.check_tflite_flags()
   if not (FLAGS.do_train or FLAGS.do_eval or predicting() or FLAGS.do_export):
     raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
                          "--predict_file) or --do_export must be set")

@@ -6,7 +6,10 @@
 --run_dir is a classifier run of run_classifier_mgpu.py with --do_export (its saved_model/ and
 checkpoint). The Hugging Face side is made from the same checkpoint: convert_to_hf.py writes
 <work_dir>/hf, torch.onnx.export writes <work_dir>/model.onnx (both kept for the next run).
-With bf16 in --precisions, <work_dir>/bf16/saved_model is the run's SavedModel built again as
+Unless the run's SavedModel holds assets/model.tflite (--export_tflite), <work_dir>/tflite/
+saved_model is the same export built again with it, for the TFLite contender
+(serving/tflite_classifier.py). With bf16 in --precisions, <work_dir>/bf16/saved_model is the
+run's SavedModel built again as
 --export_precision=bf16 does (the encoder in bfloat16 from bfloat16 kernels). Our SavedModel
 serves twice per precision: as loaded, and with oneDNN's weight cache
 (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in the serving process, serving_worker.py --weight_cache).
@@ -50,6 +53,7 @@ from core import atomic_files
 from core.errors import InputError
 from engine import cli
 from serving import saved_model_export
+from serving import tflite_classifier
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -94,7 +98,8 @@ class Contender(object):
 
   @property
   def label(self):
-    return {"savedmodel": "bert-mgpu SavedModel", "onnxruntime": "ONNX Runtime",
+    return {"savedmodel": "bert-mgpu SavedModel", "tflite": "bert-mgpu TFLite (--export_tflite)",
+            "onnxruntime": "ONNX Runtime",
             "transformers": "transformers eager"}[self.kind] + (
                 ", weight cache" if self.weight_cache else "")
 
@@ -186,7 +191,8 @@ def _export_config(saved_model):
 
 
 def prepare(work_dir, want_bf16):
-  """(fp32 SavedModel, bf16 SavedModel or None, Hugging Face dir, ONNX file), made if missing."""
+  """(fp32 SavedModel, bf16 SavedModel or None, SavedModel with assets/model.tflite, Hugging
+  Face dir, ONNX file), made if missing."""
   saved_model = os.path.join(FLAGS.run_dir, "saved_model")
   spec = _export_config(saved_model)
   if spec is None:
@@ -206,6 +212,14 @@ def prepare(work_dir, want_bf16):
   if not os.path.exists(onnx_file):
     _run([sys.executable, WORKER, "--kind=onnx_export", "--model=%s" % hf_dir,
           "--onnx_out=%s" % onnx_file], work_dir)
+  # The TFLite contender: the run's SavedModel if it was exported with --export_tflite, else
+  # the same export built again with it, beside (as the bf16 one below).
+  tflite_model = saved_model
+  if not os.path.exists(os.path.join(saved_model, "assets", tflite_classifier.TFLITE_ASSET)):
+    tflite_model = os.path.join(work_dir, "tflite", saved_model_export.EXPORT_DIR)
+    if not (_export_config(tflite_model) or {}).get("tflite"):
+      os.makedirs(os.path.dirname(tflite_model), exist_ok=True)
+      saved_model_export.build(os.path.dirname(tflite_model), dict(spec, tflite=True))
   bf16_model = None
   if want_bf16:
     # The export of --export_precision=bf16: built beside, then renamed into place.
@@ -214,14 +228,15 @@ def prepare(work_dir, want_bf16):
     if (_export_config(bf16_model) or {}).get("precision") != "bf16":
       os.makedirs(bf16_dir, exist_ok=True)
       saved_model_export.build(bf16_dir, dict(spec, precision="bf16"))
-  return saved_model, bf16_model, hf_dir, onnx_file
+  return saved_model, bf16_model, tflite_model, hf_dir, onnx_file
 
 
 def contenders_of(precision, models, texts_file):
-  saved_model, bf16_model, hf_dir, onnx_file = models
+  saved_model, bf16_model, tflite_model, hf_dir, onnx_file = models
   if precision == "fp32":
     return [Contender("savedmodel", "fp32", saved_model, texts_file),
             Contender("savedmodel", "fp32", saved_model, texts_file, ["--weight_cache"]),
+            Contender("tflite", "fp32", tflite_model, texts_file),
             Contender("onnxruntime", "fp32", onnx_file, texts_file, ["--tokenizer=%s" % hf_dir]),
             Contender("transformers", "fp32", hf_dir, texts_file)]
   return [Contender("savedmodel", "bf16", bf16_model, texts_file),
@@ -274,8 +289,9 @@ def main(_):
         latencies = np.array(contender.latencies[batch_size]) * 1e3
         rows.append((precision, contender.label, batch_size, np.percentile(latencies, 50),
                      np.percentile(latencies, 99), rate))
-        if onnx and contender.kind == "savedmodel":
+        if onnx and contender.kind in ("savedmodel", "tflite"):
           claim = "ours%s / ONNX Runtime, %s, batch %d (examples/sec)" % (
+              " (TFLite)" if contender.kind == "tflite" else
               " (weight cache)" if contender.weight_cache else "", precision, batch_size)
           checks.append((claim, rate / float(np.median(onnx[0].rates[batch_size])), 1.0))
     about.update((k, v) for c in group for k, v in c.about.items() if k != "ready")

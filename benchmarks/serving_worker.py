@@ -6,6 +6,10 @@
 Kinds, each from raw text to classifier logits, as a user of that tool would serve:
   savedmodel    our SavedModel (--do_export): tf.saved_model.load and its serving_default
                 signature, which tokenizes in the graph and trims each batch to its longest row;
+  tflite        the same export's assets/model.tflite (--do_export --export_tflite; --model is
+                the SavedModel directory) through serving/tflite_classifier.py: TensorFlow
+                Lite's XNNPACK kernels, texts tokenized in Python as the run script does,
+                each batch padded to its longest row;
   onnxruntime   an ONNX file of the Hugging Face conversion (--model), run by onnxruntime's
                 InferenceSession (CPU, graph optimizations at their default: all), behind the
                 converted model's fast Hugging Face tokenizer (--tokenizer) padding each batch
@@ -42,9 +46,10 @@ import numpy as np
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--kind", required=True,
-                 choices=["savedmodel", "onnxruntime", "transformers", "onnx_export"])
+                 choices=["savedmodel", "tflite", "onnxruntime", "transformers",
+                          "onnx_export"])
   p.add_argument("--model", required=True,
-                 help="SavedModel directory (savedmodel), ONNX file (onnxruntime) or Hugging "
+                 help="SavedModel directory (savedmodel, tflite), ONNX file (onnxruntime) or Hugging "
                  "Face directory (transformers, onnx_export).")
   p.add_argument("--tokenizer", default=None,
                  help="Hugging Face directory of the tokenizer (onnxruntime).")
@@ -86,6 +91,23 @@ class SavedModelServer(object):
     if self.pairs:
       inputs["text_b"] = self._tf.constant(text_b)
     return self._signature(**inputs)["logits"].numpy()
+
+
+class TfliteServer(object):
+  """The export's TensorFlow Lite model (serving/tflite_classifier.py): texts in, logits out."""
+
+  def __init__(self, args):
+    if args.precision != "fp32":
+      raise SystemExit("error: --kind=tflite: the TFLite export is fp32 only; run it with "
+                       "--precision=fp32")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from serving import tflite_classifier  # pylint: disable=g-import-not-at-top
+    self._model = tflite_classifier.TfliteClassifier(args.model, num_threads=args.threads)
+    self.about = {"tensorflow": tf.__version__}
+
+  def __call__(self, text_a, text_b):
+    return self._model.classify(text_a, text_b)["logits"]
 
 
 class HfTokenized(object):
@@ -179,8 +201,8 @@ def export_onnx(args):
   atomic_files.write_atomically(args.onnx_out, write)
 
 
-SERVERS = {"savedmodel": SavedModelServer, "onnxruntime": OnnxServer,
-           "transformers": TransformersServer}
+SERVERS = {"savedmodel": SavedModelServer, "tflite": TfliteServer,
+           "onnxruntime": OnnxServer, "transformers": TransformersServer}
 
 
 def batches(texts, batch_size):

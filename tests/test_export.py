@@ -17,6 +17,7 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 from classifier import data as classifier_data
+from core.errors import InputError
 from rewrite import data as rewrite_data
 from serving import graph_features
 from serving import graph_tokenizer
@@ -278,6 +279,17 @@ print(json.dumps({v.name.split(":")[0]: v.dtype.name for v in model.model_variab
 """
 
 
+def _export_again(out, tmp_path, *flags):
+  """The trained run `out` copied without its SavedModel and exported with `flags`; returns the
+  new SavedModel's directory."""
+  copy = str(tmp_path / "copy")
+  shutil.copytree(out, copy, ignore=shutil.ignore_patterns("saved_model*"))
+  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % copy,
+                    "--do_export", *flags)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return os.path.join(copy, "saved_model")
+
+
 def test_bf16_export_keeps_kernels_in_bfloat16_and_serves_close_to_fp32(
     classifier, classifier_outputs, tmp_path):
   """--export_precision=bf16: the dense kernels are stored in bfloat16 (embeddings, biases and
@@ -285,12 +297,7 @@ def test_bf16_export_keeps_kernels_in_bfloat16_and_serves_close_to_fp32(
   with the same labels."""
   root, out = classifier
   examples, _, served, _, _, _ = classifier_outputs
-  copy = str(tmp_path / "copy")
-  shutil.copytree(out, copy, ignore=shutil.ignore_patterns("saved_model*"))
-  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % copy,
-                    "--do_export", "--export_precision=bf16")
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  saved_model = os.path.join(copy, "saved_model")
+  saved_model = _export_again(out, tmp_path, "--export_precision=bf16")
   probe = subprocess.run([sys.executable, "-c", _DTYPES, saved_model], capture_output=True,
                          text=True, cwd="/", timeout=300)
   assert probe.returncode == 0, probe.stderr[-3000:]
@@ -311,6 +318,45 @@ def test_bf16_export_keeps_kernels_in_bfloat16_and_serves_close_to_fp32(
   assert bf16["label"] == served["label"]
   with open(os.path.join(saved_model, "assets", "export_config.json")) as f:
     assert json.load(f)["precision"] == "bf16"
+
+
+def test_tflite_export_serves_the_saved_models_logits_one_text_at_a_time_and_in_batches(
+    classifier, classifier_outputs, tmp_path):
+  """--export_tflite: assets/model.tflite, served by TfliteClassifier from raw text (tokenized
+  in Python like the run script: tail truncation of pairs at max_seq_length 20), gives the
+  SavedModel's logits and labels one pair at a time (lengths change, the interpreter resizes)
+  and in a batch padded to its longest row."""
+  from serving import tflite_classifier  # pylint: disable=g-import-not-at-top
+  _, out = classifier
+  examples, _, served, _, _, _ = classifier_outputs
+  model = tflite_classifier.TfliteClassifier(_export_again(out, tmp_path, "--export_tflite"),
+                                             num_threads=1)
+  texts_a, texts_b = [e.text_a for e in examples], [e.text_b for e in examples]
+  lengths = {int(model.features([a], [b])["input_mask"].sum()) for a, b in zip(texts_a, texts_b)}
+  assert len(lengths) > 3 and max(lengths) == 20  # several lengths, some pairs truncated
+  one_by_one = np.concatenate([model.classify([a], [b])["logits"]
+                               for a, b in zip(texts_a, texts_b)])
+  batch = model.classify(texts_a, texts_b)
+  np.testing.assert_allclose(one_by_one, served["logits"], atol=2e-5)
+  np.testing.assert_allclose(batch["logits"], served["logits"], atol=2e-5)
+  assert batch["label"] == served["label"]
+  with pytest.raises(InputError, match="this model reads text pairs"):
+    model.classify(texts_a)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--export_tflite"], "--export_tflite: needs --do_export (the TFLite model is written "
+                          "into the SavedModel's assets)"),
+    (["--do_export", "--export_tflite", "--export_precision=bf16"],
+     "--export_tflite: needs --export_precision=fp32 (got bf16)")])
+def test_tflite_export_refuses_what_it_cannot_serve_before_any_work(classifier, tmp_path, extra,
+                                                                    message):
+  _, out = classifier
+  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv",
+                    "--output_dir=%s" % (tmp_path / "never"), *extra)
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+  assert proc.returncode == 2 and errors == ["error: " + message], proc.stderr[-2000:]
+  assert not os.path.exists(tmp_path / "never" / "saved_model")
 
 
 def test_export_without_a_checkpoint_is_a_one_line_error(classifier, tmp_path):
