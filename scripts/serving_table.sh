@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Serving against ONNX Runtime and transformers: the same fine-tuned classifier served from our
-# SavedModel (--do_export), from ONNX Runtime (convert_to_hf.py, then torch.onnx.export) and from
-# transformers eager, on MRPC's dev texts, batch 1 and 32, fp32 and (where the CPU has bfloat16
+# SavedModel (--do_export) and its TensorFlow Lite copy (--export_tflite), from ONNX Runtime
+# (convert_to_hf.py, then torch.onnx.export) and from transformers eager, on MRPC's dev texts, batch 1 and 32, fp32 and (where the CPU has bfloat16
 # matmul units) bf16, contenders interleaved round by round: p50/p99 latency, examples/sec, the
 # machine line and the load, and the checks (ours >= ONNX Runtime; logits equal within 1e-4).
 # Two models:
