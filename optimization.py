@@ -459,10 +459,10 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
 
     ApplyAdam with both beta powers 0 is exactly Adam without bias correction:
     m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, param -= lr m / (sqrt(v) + epsilon). The
-    decoupled weight decay lr * wd * param is subtracted just before (`_decay`), from the same old value,
-    so the result is BERT's param - lr (m / (sqrt(v) + epsilon) + wd param). One pass over
-    param, m and v instead of about fifteen element-wise ops, which matters most for the large
-    embedding tables and on CPUs.
+    decoupled weight decay lr * wd * param is subtracted just before (`_decay`), from the same
+    old value, so the result is BERT's param - lr (m / (sqrt(v) + epsilon) + wd param). One pass
+    over param, m and v instead of about fifteen element-wise ops, which matters most for the
+    large embedding tables and on CPUs.
 
     A sparse gradient (tf.IndexedSlices: an embedding table's rows, [rows, width] values) is
     made dense only after the decay, so the table's two full-size temporaries (lr * wd * param

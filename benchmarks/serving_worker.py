@@ -42,6 +42,15 @@ import time
 
 import numpy as np
 
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _repo_on_path():
+  """Lets the product's packages (core, serving) be imported; only the kinds that need them do
+  it, so the other contenders' processes load nothing of ours."""
+  if _REPO not in sys.path:
+    sys.path.insert(0, _REPO)
+
 
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -49,8 +58,8 @@ def parse_args(argv=None):
                  choices=["savedmodel", "tflite", "onnxruntime", "transformers",
                           "onnx_export"])
   p.add_argument("--model", required=True,
-                 help="SavedModel directory (savedmodel, tflite), ONNX file (onnxruntime) or Hugging "
-                 "Face directory (transformers, onnx_export).")
+                 help="SavedModel directory (savedmodel, tflite), ONNX file (onnxruntime) or "
+                 "Hugging Face directory (transformers, onnx_export).")
   p.add_argument("--tokenizer", default=None,
                  help="Hugging Face directory of the tokenizer (onnxruntime).")
   p.add_argument("--texts", default=None,
@@ -100,7 +109,7 @@ class TfliteServer(object):
     if args.precision != "fp32":
       raise SystemExit("error: --kind=tflite: the TFLite export is fp32 only; run it with "
                        "--precision=fp32")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    _repo_on_path()
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from serving import tflite_classifier  # pylint: disable=g-import-not-at-top
     self._model = tflite_classifier.TfliteClassifier(args.model, num_threads=args.threads)
@@ -189,7 +198,7 @@ def export_onnx(args):
       return self.inner(input_ids=input_ids, attention_mask=attention_mask,
                         token_type_ids=token_type_ids).logits
 
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  _repo_on_path()
   from core import atomic_files  # pylint: disable=g-import-not-at-top
 
   def write(tmp_path):  # whole or not at all: a cut ONNX file would be reused by the next run
