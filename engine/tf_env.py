@@ -12,6 +12,7 @@ reaches the script as an exception), as are tf.compat.v1's deprecation notices; 
 TF_CPP_MIN_LOG_LEVEL=0 or 1 sees all of it. On a machine with GPUs nothing changes.
 """
 
+import contextlib
 import ctypes.util
 import os
 import sys
@@ -24,18 +25,26 @@ def cpu_only():
   return not os.path.exists("/dev/nvidiactl") and ctypes.util.find_library("cuda") is None
 
 
-def _import_tensorflow_quietly():
-  """Imports TensorFlow with file descriptor 2 on /dev/null, then puts stderr back."""
+@contextlib.contextmanager
+def native_stderr_silenced():
+  """File descriptor 2 on /dev/null inside, then stderr back: for the lines C++ code prints
+  where no log level reaches (failures still reach Python as exceptions)."""
   sys.stderr.flush()
   saved = os.dup(2)
   devnull = os.open(os.devnull, os.O_WRONLY)
   try:
     os.dup2(devnull, 2)
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    yield
   finally:
     os.dup2(saved, 2)
     os.close(saved)
     os.close(devnull)
+
+
+def _import_tensorflow_quietly():
+  """Imports TensorFlow with its start-up lines silenced."""
+  with native_stderr_silenced():
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   # tf.compat.v1's "X is deprecated and will be removed" lines are about this project's
   # internals (graph mode is the design), not about anything the user runs.
   from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top
@@ -43,6 +52,8 @@ def _import_tensorflow_quietly():
 
 
 _LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-if cpu_only() and (_LEVEL is None or _LEVEL in ("2", "3")):  # 0 or 1: the user wants the lines.
+# Whether TensorFlow's start-up lines are silenced here (0 or 1: the user wants the lines).
+QUIET = cpu_only() and (_LEVEL is None or _LEVEL in ("2", "3"))
+if QUIET:
   os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # 2 would still show cuInit's ERROR line
   _import_tensorflow_quietly()

@@ -18,9 +18,12 @@ takes any batch size and length. The SavedModel's own signatures are untouched: 
 batches (faster there) and for raw text inside a TensorFlow graph.
 """
 
+import contextlib
 import json
 import os
 import warnings
+
+from engine import tf_env  # (first: TensorFlow reads it on import)
 
 import numpy as np
 import tensorflow as tf
@@ -52,6 +55,11 @@ class TfliteClassifier(object):
     self.tokenizer = tokenization.FullTokenizer(os.path.join(assets, "vocab.txt"),
                                                 do_lower_case=spec["do_lower_case"])
     self.interpreter = _interpreter(model_file, num_threads or os.cpu_count())
+    # The first allocation creates XNNPACK's delegate, which TensorFlow Lite announces with an
+    # INFO line on stderr that no log level reaches: made here, silenced where tf_env silences
+    # TensorFlow's own start-up lines.
+    with tf_env.native_stderr_silenced() if tf_env.QUIET else contextlib.nullcontext():
+      self.interpreter.allocate_tensors()
     runner = self.interpreter.get_signature_runner()
     self._inputs = {name: d["index"] for name, d in runner.get_input_details().items()}
     self._outputs = {name: d["index"] for name, d in runner.get_output_details().items()}
@@ -72,7 +80,7 @@ class TfliteClassifier(object):
       rows.append(tokenization.classifier_features(
           self.tokenizer.tokenize(text_a), tokens_b, self.max_seq_length, self.truncation,
           self.tokenizer)[:3])
-    length = max(sum(mask) for _, mask, _ in rows)
+    length = max((sum(mask) for _, mask, _ in rows), default=0)
     return {name: np.array([row[k][:length] for row in rows], dtype=np.int32)
             for k, name in enumerate(_INPUTS)}
 
@@ -91,8 +99,13 @@ class TfliteClassifier(object):
     return {name: self.interpreter.get_tensor(index) for name, index in self._outputs.items()}
 
   def classify(self, texts_a, texts_b=None):
-    """Texts (lists of str) -> {"logits", "probabilities": [batch, labels], "label": [batch]}."""
-    outputs = self.run(self.features(texts_a, texts_b))
+    """Texts (lists of str) -> {"logits", "probabilities": [batch, labels], "label": [batch]};
+    an empty batch gives empty outputs, as the SavedModel's serving_default does."""
+    features = self.features(texts_a, texts_b)
+    if not len(texts_a):
+      empty = np.zeros([0, len(self.labels)], dtype=np.float32)
+      return {"logits": empty, "probabilities": empty.copy(), "label": []}
+    outputs = self.run(features)
     outputs["label"] = [self.labels[i] for i in np.argmax(outputs["logits"], axis=-1)]
     return outputs
 

@@ -24,6 +24,7 @@ from serving import graph_tokenizer
 import tokenization
 from script_runner import CHINESE_VOCAB, ENGLISH_VOCAB, assert_one_line_error, run_script, \
     write_tiny_bert_config
+import test_quiet_scripts
 import test_rewrite_script
 
 # Run in a fresh process outside the repository: loads the SavedModel, calls the signatures
@@ -329,8 +330,8 @@ def test_tflite_export_serves_the_saved_models_logits_one_text_at_a_time_and_in_
   from serving import tflite_classifier  # pylint: disable=g-import-not-at-top
   _, out = classifier
   examples, _, served, _, _, _ = classifier_outputs
-  model = tflite_classifier.TfliteClassifier(_export_again(out, tmp_path, "--export_tflite"),
-                                             num_threads=1)
+  saved_model = _export_again(out, tmp_path, "--export_tflite")
+  model = tflite_classifier.TfliteClassifier(saved_model, num_threads=1)
   texts_a, texts_b = [e.text_a for e in examples], [e.text_b for e in examples]
   lengths = {int(model.features([a], [b])["input_mask"].sum()) for a, b in zip(texts_a, texts_b)}
   assert len(lengths) > 3 and max(lengths) == 20  # several lengths, some pairs truncated
@@ -342,6 +343,17 @@ def test_tflite_export_serves_the_saved_models_logits_one_text_at_a_time_and_in_
   assert batch["label"] == served["label"]
   with pytest.raises(InputError, match="this model reads text pairs"):
     model.classify(texts_a)
+  empty = model.classify([], [])
+  assert empty["logits"].shape == (0, 2) and empty["label"] == []
+  # In a user's process on a machine without a GPU: no start-up noise, no TFLite INFO line.
+  proc = subprocess.run(
+      [sys.executable, "-c", "import sys; from serving.tflite_classifier import TfliteClassifier; "
+       "print(TfliteClassifier(sys.argv[1]).classify(['x'], ['y'])['label'])", saved_model],
+      capture_output=True, text=True, timeout=120, env=test_quiet_scripts._env())
+  assert proc.returncode == 0 and proc.stdout.strip() in ("['same']", "['different']"), proc.stderr
+  noise = [line for line in proc.stderr.splitlines() if "XNNPACK" in line or any(
+      pattern.search(line) for _, pattern in test_quiet_scripts.NOISE)]
+  assert not noise, noise
 
 
 @pytest.mark.parametrize("extra,message", [

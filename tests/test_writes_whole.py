@@ -33,7 +33,7 @@ ALLOWED = {
         "the flock file of a training run; what it says (the holder) is for messages only",
     ("engine/predict_input.py", "read"):
         "standard input copied into a private tempfile.TemporaryDirectory",
-    ("engine/tf_env.py", "_import_tensorflow_quietly"):
+    ("engine/tf_env.py", "native_stderr_silenced"):
         "os.devnull, opened to silence TensorFlow's C-level start-up lines",
     ("build_saved_model.py", "add_asset"):
         "scratch assets in a private tempfile.mkdtemp folder; TensorFlow copies them into the "
