@@ -339,6 +339,7 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
         result = _train_loop(sess, run.train_graph, spec, run.summary_op, checkpoints, writer,
                              run.early_stop)
         _check_consistent(sess, run.consistency, parallel, "end")
+      cluster.leave_together(sess, run.parting)
     if writer:
       writer.close()
     if periodic_eval:
@@ -386,9 +387,9 @@ def _join(spec, periodic_eval, resume_step):
 
 # What _build_run puts in the default graph for the loop: the TrainGraph, the merged summaries,
 # the Saver, the init op, the processes' weight checksums, the all-finite check of the saved
-# variables and the _EarlyStop (or None).
+# variables, the _EarlyStop (or None) and the barrier all processes pass before they part.
 _Run = collections.namedtuple("_Run", ["train_graph", "summary_op", "saver", "init_op",
-                                       "consistency", "finite", "early_stop"])
+                                       "consistency", "finite", "early_stop", "parting"])
 
 
 def _build_run(tower_fn, input_fn, spec, start_step, new_parts, periodic_eval):
@@ -420,7 +421,8 @@ def _build_run(tower_fn, input_fn, spec, start_step, new_parts, periodic_eval):
               tf.group(tf.global_variables_initializer(), tf.local_variables_initializer()),
               strategy.consistency_check(),
               checkpoint_lib.all_finite(strategy.savable_variables()),
-              _EarlyStop(periodic_eval, strategy) if periodic_eval else None)
+              _EarlyStop(periodic_eval, strategy) if periodic_eval else None,
+              strategy.sum_over_processes(tf.constant(1.0)))
 
 
 def _note_schedule(spec, start_step, hold):

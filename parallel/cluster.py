@@ -22,7 +22,9 @@ stages on every process's devices, and the other processes only serve them
 (`serve_chief_graph`) until the chief releases them (`release_tasks`, at its exit). Before training, `handshake` gathers from every
 process the facts that must agree (tower count, batch, model, steps...) and what only the chief
 knows (the step of its latest checkpoint); a mismatch or a process that never joins is a
-one-line error naming the task.
+one-line error naming the task. Processes about to end after their last collective (a refused
+handshake, the end of training) first pass a barrier together (`leave_together`), so that no
+one's exit cuts off another's last result.
 """
 
 import collections
@@ -382,47 +384,92 @@ def handshake(cluster, config, must_agree, from_chief, timeout_s):
   Raises:
     InputError: a process disagrees (naming it, the fact and both values) or has not joined.
   """
-  names = list(must_agree) + list(from_chief)
   mine = [cluster.rank] + [_fact_value(v) for v in list(must_agree.values()) +
                            list(from_chief.values())]
   target = session_target(cluster, config)
   with tf.Graph().as_default():
-    with tf.device(cluster.device_prefix() + "/device:CPU:0"):
-      gathered = collective_ops.all_gather(
-          tf.constant([mine], tf.int64), cluster.num_processes,
-          collective.group_key([cluster.device_prefix(r) for r in range(cluster.num_processes)]),
-          collective.instance_key(), communication_hint="ring", timeout=timeout_s)
+    gathered = _all_gather_row(cluster, mine, timeout_s)
+    parted = _all_gather_row(cluster, [cluster.rank], min(timeout_s, _PARTING_TIMEOUT_S))
+    started, sess = time.time(), None
     try:
-      with tf.Session(target, config=session_config(cluster, config)) as sess:
-        rows = sess.run(gathered)
+      sess = tf.Session(target, config=session_config(cluster, config))
+      by_rank = {int(row[0]): row[1:] for row in sess.run(gathered)}
+      disagreement = _first_disagreement(cluster, must_agree, by_rank)
+      if disagreement:
+        leave_together(sess, parted)
+        raise InputError(disagreement)
     except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError) as e:
-      raise InputError(_why_not_joined(cluster, timeout_s, e))
-  by_rank = {int(row[0]): row[1:] for row in rows}
+      raise InputError(_why_not_joined(cluster, time.time() - started, e))
+    finally:
+      if sess is not None:
+        sess.close()
+  logging.info("All %d processes joined and agree on %s", cluster.num_processes,
+               ", ".join(must_agree))
+  chief = by_rank[0]
+  return {name: int(chief[len(must_agree) + i]) for i, name in enumerate(from_chief)}
+
+
+# How long a process that found a disagreement waits for the others to have read it too.
+_PARTING_TIMEOUT_S = 30
+
+
+def _all_gather_row(cluster, row, timeout_s):
+  """An all-gather of one int64 row per process, on this process's CPU: [num_processes, len]."""
+  with tf.device(cluster.device_prefix() + "/device:CPU:0"):
+    return collective_ops.all_gather(
+        tf.constant([row], tf.int64), cluster.num_processes,
+        collective.group_key([cluster.device_prefix(r) for r in range(cluster.num_processes)]),
+        collective.instance_key(), communication_hint="ring", timeout=timeout_s)
+
+
+def _first_disagreement(cluster, must_agree, by_rank):
+  """The one-line error for the first process and fact that differ from the chief's, or None.
+
+  Every process holds the same rows, so every process finds the same disagreement."""
   chief = by_rank[0]
   for rank in sorted(by_rank):
     for j, name in enumerate(must_agree):
       if by_rank[rank][j] != chief[j]:
         numeric = isinstance(must_agree[name], (bool, int, np.integer))
         values = " (%d there, %d on the chief)" % (by_rank[rank][j], chief[j]) if numeric else ""
-        raise InputError("%s has a different %s than the chief, %s%s: start every process with "
-                         "the same flags, model and training data" %
-                         (cluster.describe(rank), name, cluster.describe(0), values))
-  logging.info("All %d processes joined and agree on %s", cluster.num_processes,
-               ", ".join(must_agree))
-  return {name: int(chief[len(must_agree) + i]) for i, name in enumerate(from_chief)}
+        return ("%s has a different %s than the chief, %s%s: start every process with the same "
+                "flags, model and training data" %
+                (cluster.describe(rank), name, cluster.describe(0), values))
+  return None
 
 
-def _why_not_joined(cluster, timeout_s, error):
+def leave_together(sess, barrier):
+  """Runs `barrier`, a collective of every process, before this process may end; ignores its
+  failure.
+
+  A process's server stops when it exits, while another process may still be receiving this
+  one's part of the last collective they ran: TensorFlow counts a part as sent once its reply is
+  ready, not once it has arrived. That process would then see this one gone instead of the
+  result. No process passes `barrier` before every process has finished the collectives before
+  it, so the first to leave after it leaves no one behind; whatever then fails the barrier
+  itself (a process that left) is harmless.
+
+  Args:
+    sess: a Session of this process.
+    barrier: an op or tensor of a collective over all processes (run once, result unused).
+  """
+  try:
+    sess.run(barrier)
+  except tf.errors.OpError:
+    pass
+
+
+def _why_not_joined(cluster, waited_s, error):
   """The one-line reason for a failed handshake: which tasks do not answer, if we can tell."""
   silent = [r for r in range(cluster.num_processes)
             if r != cluster.rank and not _reachable(cluster.tasks[r].address)]
   if silent:
     return ("%s not reachable after %d s: nothing listens there (not started, crashed, or a "
             "different --worker_hosts/TF_CONFIG); see --collective_timeout_s" %
-            (", ".join(cluster.describe(r) for r in silent), timeout_s))
+            (", ".join(cluster.describe(r) for r in silent), waited_s))
   return ("the other processes did not all join within %d s (%s); start every process with "
           "the same cluster and flags, or raise --collective_timeout_s" %
-          (timeout_s, type(error).__name__))
+          (waited_s, type(error).__name__))
 
 
 def _reachable(address, seconds=2.0):
