@@ -360,6 +360,25 @@ def _advice_after_exit(output_flag):
   return "%s; rerun the same command" % _what_stays(output_flag)
 
 
+# The signal whose Interrupted the handler raised, once it has run (a process has one watch).
+_HANDLED_SIGNAL = []
+
+
+def interrupt_behind(exc):
+  """The Interrupted that exception `exc` stands for, or None when it is not an interrupt.
+
+  A KeyboardInterrupt (an Interrupted among them) is one. So is any other exception raised
+  after the signal handler ran: the handler's Interrupted rose inside a C extension (e.g.
+  TensorFlow's nest), which turned it into another exception. An InputError stays the user's
+  error, whatever came meanwhile.
+  """
+  if isinstance(exc, KeyboardInterrupt):
+    return exc
+  if _HANDLED_SIGNAL and not isinstance(exc, InputError):
+    return Interrupted(_HANDLED_SIGNAL[0])
+  return None
+
+
 class _SignalWatch(object):
   """SIGINT and SIGTERM raise Interrupted in the main thread; a watchdog bounds the wait.
 
@@ -371,7 +390,6 @@ class _SignalWatch(object):
 
   def __init__(self, output_flag="output_dir"):
     self.handled = threading.Event()
-    self.signum = None  # the signal whose Interrupted the handler raised
     self.output_flag = output_flag
 
   def install(self):
@@ -388,7 +406,7 @@ class _SignalWatch(object):
     del frame
     if self.handled.is_set():  # A second signal: the user wants out now.
       self._exit_now(signum, "second signal; exiting at once")
-    self.signum = signum
+    _HANDLED_SIGNAL.append(signum)
     self.handled.set()
     raise Interrupted(signum)
 
@@ -435,13 +453,11 @@ def run_main(main_fn, argv=None, output_flag="output_dir"):
       return main_fn(args)
     except InputError as e:
       _fail(str(e), EXIT_INPUT_ERROR)
-    except KeyboardInterrupt as e:
-      _fail(interrupt_message(e, output_flag), 128 + getattr(e, "signum", signal.SIGINT))
-    except Exception as e:  # pylint: disable=broad-except
-      if watch.handled.is_set():
-        # The Interrupted rose inside a C extension (e.g. TensorFlow's nest), which turned it
-        # into another exception: still the interrupt, not a bug.
-        _fail(interrupt_message(Interrupted(watch.signum), output_flag), 128 + watch.signum)
+    except (KeyboardInterrupt, Exception) as e:  # pylint: disable=broad-except
+      interrupt = interrupt_behind(e)
+      if interrupt is not None:
+        _fail(interrupt_message(interrupt, output_flag),
+              128 + getattr(interrupt, "signum", signal.SIGINT))
       fault = machine_fault(e) if _is_file_error(e) else None
       if fault:
         _fail(fault, EXIT_INPUT_ERROR)

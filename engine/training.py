@@ -11,7 +11,8 @@ Checkpoints (engine/checkpoints.py). A run resumes from the newest intact checkp
 output_dir and continues from its global_step. A save happens only when every saved variable is
 finite; a non-finite loss stops the run (InputError) and leaves the last finite checkpoint as
 the latest, so a rerun with a lower learning rate resumes from good weights. A run stopped with
-Ctrl-C or SIGTERM (core.errors.Interrupted) saves the step it reached before exiting. Only
+Ctrl-C or SIGTERM (core.errors.Interrupted, or another exception that TensorFlow's C code made
+of it: engine.cli.interrupt_behind) saves the step it reached before exiting. Only
 stock-named variables are saved (float32, also under --use_fp16/--use_bf16); allreduce replica
 copies, gradient accumulators and the loss scale are not (see tower_utils and optimization).
 Eval and predict run in engine/inference.py.
@@ -573,8 +574,11 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
         _save_finite(sess, step, checkpoints, watch)
         if evaluate and early_stop(sess, step, checkpoints.latest):
           break
-  except KeyboardInterrupt as e:
-    raise _interrupted(e, sess, train_graph, checkpoints)
+  except (KeyboardInterrupt, Exception) as e:  # pylint: disable=broad-except
+    interrupt = cli.interrupt_behind(e)
+    if interrupt is None:
+      raise
+    raise _interrupted(interrupt, sess, train_graph, checkpoints)
   if step < spec.num_train_steps:
     logging.info("Stopped early at step %d; %s", step, checkpoints.where())
   else:

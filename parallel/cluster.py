@@ -19,12 +19,12 @@ against it. Its device filters show it only its own devices, so processes never 
 each other; they meet only in collective ops. The exception is an in-graph run
 (`--placement=inter_first`, `Cluster.in_graph_view`): the chief's one graph places pipeline
 stages on every process's devices, and the other processes only serve them
-(`serve_chief_graph`) until the chief releases them (`release_tasks`, at its exit). Before training, `handshake` gathers from every
-process the facts that must agree (tower count, batch, model, steps...) and what only the chief
-knows (the step of its latest checkpoint); a mismatch or a process that never joins is a
-one-line error naming the task. Processes about to end after their last collective (a refused
-handshake, the end of training) first pass a barrier together (`leave_together`), so that no
-one's exit cuts off another's last result.
+(`serve_chief_graph`) until the chief releases them (`release_tasks`, at its exit). Before
+training, `handshake` gathers from every process the facts that must agree (tower count, batch,
+model, steps...) and what only the chief knows (the step of its latest checkpoint); a mismatch
+or a process that never joins is a one-line error naming the task. Processes about to end
+after their last collective (a refused handshake, the end of training) first pass a barrier
+together (`leave_together`), so that no one's exit cuts off another's last result.
 """
 
 import collections

@@ -17,9 +17,13 @@ import sys
 import time
 
 import pytest
+import tensorflow.compat.v1 as tf
 
 from engine import cli
+from engine import training
 import fault_cases
+from test_speed_features import _input_fn, _spec
+from test_towers import _tower_fn
 
 CASES = fault_cases.all_cases()
 
@@ -264,3 +268,35 @@ def test_an_interrupt_that_a_c_extension_turns_into_another_exception_is_still_a
   assert proc.returncode == 130, proc.stderr[-2000:]
   assert lines[-1].startswith("error: interrupted by SIGINT"), lines[-1]
   assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_training_saves_when_the_interrupt_comes_out_of_tensorflow_as_another_exception(
+    tmp_path, monkeypatch):
+  """The training loop, too, takes an exception raised after the signal handler ran for the
+  interrupt, and saves the step it reached: clf_sigterm_training once exited without a
+  checkpoint when the SIGTERM's Interrupted rose inside a Session.run and came out as another
+  exception. Here the third update's run meets the real handler and turns its Interrupted into
+  a TypeError, as TensorFlow's C code does."""
+  monkeypatch.setattr(cli, "_HANDLED_SIGNAL", [])
+  real_run = tf.Session.run
+  updates = []
+
+  def run(self, fetches, *args, **kwargs):
+    if isinstance(fetches, dict) and "grad_norm" in fetches:
+      updates.append(len(updates) + 1)
+      if len(updates) == 3:
+        try:
+          cli._SignalWatch()._handler(signal.SIGTERM, None)  # pylint: disable=protected-access
+        except KeyboardInterrupt:  # pylint: disable=raise-missing-from
+          raise TypeError("an exception the C code made of the interrupt")
+    return real_run(self, fetches, *args, **kwargs)
+
+  monkeypatch.setattr(tf.Session, "run", run)
+  with pytest.raises(cli.Interrupted) as raised:
+    training.train(_tower_fn, _input_fn(), _spec(output_dir=str(tmp_path)))
+  assert raised.value.signum == signal.SIGTERM
+  assert "stopped at step 2;" in raised.value.detail, raised.value.detail
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
+  # An exception with no signal behind it is still what it is.
+  monkeypatch.setattr(cli, "_HANDLED_SIGNAL", [])
+  assert cli.interrupt_behind(TypeError()) is None
