@@ -35,6 +35,7 @@ import threading
 import time
 
 import script_host
+import script_runner
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PYTHON = sys.executable
@@ -1583,26 +1584,13 @@ def dropped_input_cases():
 _OTHER_PROCESSES = {}  # case_dir -> Popen of the case's second process (task 1)
 
 
-def _free_ports(n):
-  """n TCP ports on localhost that were free a moment ago."""
-  import socket  # pylint: disable=g-import-not-at-top
-  sockets = [socket.socket() for _ in range(n)]
-  try:
-    for sock in sockets:
-      sock.bind(("localhost", 0))
-    return [sock.getsockname()[1] for sock in sockets]
-  finally:
-    for sock in sockets:
-      sock.close()
-
-
 def _two_processes(script, args, *differ):
   """(prepare, args) of a run of two processes on localhost: prepare starts task 1 with `args`
   and `differ`; the case's own command is the chief, task 0, with `args`."""
   cluster = ["--collective_timeout_s=60"]
 
   def prepare(world, d):
-    hosts = ",".join("localhost:%d" % port for port in _free_ports(2))
+    hosts = ",".join("localhost:%d" % port for port in script_runner.free_ports(2))
     _write(os.path.join(d, "hosts"), hosts)
     _OTHER_PROCESSES[d] = subprocess.Popen(
         command(script, *(args(world, d) + cluster + list(differ) + [

@@ -45,6 +45,7 @@ class HostedProcess(object):
     self.stderr = stderr
     self.stdout = stdout
     self.returncode = None
+    self._texts = {}  # "out", "err": what communicate read to the end.
     self.pid = int(self._read_line())
 
   def _read_line(self, timeout=None):
@@ -87,9 +88,9 @@ class HostedProcess(object):
     Past `timeout` seconds the run is killed and subprocess.TimeoutExpired raised. (The run's
     stdin is given to ScriptHost.start: `input` must be None.)"""
     assert input is None, "give the run's stdin to ScriptHost.start"
-    texts = {}
+    texts = self._texts  # Kept: after a timeout, the next call returns what the run printed.
     readers = [threading.Thread(target=lambda n=n, f=f: texts.update({n: f.read()}), daemon=True)
-               for n, f in (("out", self.stdout), ("err", self.stderr)) if f]
+               for n, f in (("out", self.stdout), ("err", self.stderr)) if f and n not in texts]
     for reader in readers:
       reader.start()
     try:

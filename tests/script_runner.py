@@ -121,17 +121,52 @@ def write_tiny_bert_config(path, vocab_size, max_position_embeddings=64, hidden_
   return str(path)
 
 
-def free_ports(n):
-  """n TCP ports on localhost that were free a moment ago."""
-  import socket  # pylint: disable=g-import-not-at-top
-  sockets = [socket.socket() for _ in range(n)]
+# The ports of the tests' servers come from below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768-60999 by default). The kernel hands that range out to
+# bind(port 0) and to the local end of every outgoing connection: a port found free there could
+# be taken by any other test's connection (the processes' probes and gRPC channels make many)
+# before the server that was to listen on it starts, and the run would wait for a peer that
+# failed. Below the range only the tests pick, each pytest worker from its own slice.
+_PORT_SLICE = 1500
+_PORTS_GIVEN = set()  # What this process handed out already.
+
+
+def _port_slice():
+  """range of ports this pytest process picks from (the whole suite: 8 slices below 32768)."""
   try:
-    for s in sockets:
-      s.bind(("localhost", 0))
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+      ephemeral_low = int(f.read().split()[0])
+  except (OSError, ValueError, IndexError):
+    ephemeral_low = 32768
+  worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+  index = int(worker[2:]) % 8 if worker[2:].isdigit() else 0
+  start = max(ephemeral_low, 1024 + 8 * _PORT_SLICE) - (8 - index) * _PORT_SLICE
+  return range(start, start + _PORT_SLICE)
+
+
+def _is_free(port):
+  import socket  # pylint: disable=g-import-not-at-top
+  with socket.socket() as sock:
+    try:
+      sock.bind(("localhost", port))
+      return True
+    except OSError:
+      return False
+
+
+def free_ports(n):
+  """n TCP ports on localhost, free now and not ones the kernel gives out (see above)."""
+  import random  # pylint: disable=g-import-not-at-top
+  candidates = [p for p in _port_slice() if p not in _PORTS_GIVEN]
+  random.shuffle(candidates)
+  ports = []
+  for port in candidates:
+    if _is_free(port):
+      ports.append(port)
+      _PORTS_GIVEN.add(port)
+      if len(ports) == n:
+        return ports
+  raise RuntimeError("no %d free ports left in %s" % (n, _port_slice()))
 
 
 def start_processes(commands, env_updates=None):

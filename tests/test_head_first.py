@@ -310,7 +310,7 @@ def test_two_processes_hold_the_same_weights_while_only_the_chief_reads_the_chec
       "--vocab_file=%s" % (root / "vocab.txt"), "--init_checkpoint=%s" % tiny["encoder"],
       "--do_train", "--train_batch_size=4", "--num_train_steps=5", "--num_warmup_steps=1",
       "--head_first_steps=3", "--learning_rate=1e-3", "--save_checkpoints_steps=3",
-      "--worker_hosts=%s" % hosts, "--task_index=%d" % i, "--reduction=allreduce")
+      "--worker_hosts=%s" % hosts, "--task_index=%d" % i, "--collective_timeout_s=120", "--reduction=allreduce")
       for i in range(2)]
   results = run_processes(commands, timeout=300)
   for result in results:

@@ -258,7 +258,7 @@ def test_two_processes_train_on_windows_and_the_chief_pools_them(tmp_path):
   out = tmp_path / "out"
   commands = [script_command("run_classifier_mgpu.py", *_args(
       data_dir, out, config, "--do_train", "--do_eval", "--do_predict", "--num_train_epochs=1",
-      "--long_text=sliding", "--worker_hosts=%s" % hosts, "--task_index=%d" % i))
+      "--long_text=sliding", "--worker_hosts=%s" % hosts, "--task_index=%d" % i, "--collective_timeout_s=120"))
               for i in range(2)]
   chief, worker = run_processes(commands, timeout=300)
   assert chief.returncode == 0, chief.stderr[-3000:]

@@ -27,6 +27,12 @@ def task(tmp_path_factory):
   return _make_task(root / "data"), write_tiny_bert_config(root / "bert_config.json", 21128)
 
 
+# How long a process waits for a peer (--collective_timeout_s): well within the tests' bounds
+# (200-300 s), so that a peer that failed shows as the waiting process's error line, not as a
+# test that killed it at its bound.
+PEER_TIMEOUT_S = 120
+
+
 def _commands(task, output_dir, hosts, *extra, n_gpus=(1, 1)):
   """The classifier command of each process of a run on `hosts`."""
   data_dir, config = task
@@ -36,7 +42,8 @@ def _commands(task, output_dir, hosts, *extra, n_gpus=(1, 1)):
       "--output_dir=%s" % output_dir, "--max_seq_length=16", "--train_batch_size=4",
       "--predict_batch_size=3", "--eval_batch_size=4", "--learning_rate=1e-3",
       "--log_every_n_steps=4", "--n_gpus=%d" % n_gpus[i], "--worker_hosts=%s" % hosts,
-      "--task_index=%d" % i, *extra) for i in range(len(n_gpus))]
+      "--task_index=%d" % i, "--collective_timeout_s=%d" % PEER_TIMEOUT_S, *extra)
+      for i in range(len(n_gpus))]
 
 
 def _hosts(n=2):
