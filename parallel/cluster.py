@@ -19,7 +19,10 @@ against it. Its device filters show it only its own devices, so processes never 
 each other; they meet only in collective ops. The exception is an in-graph run
 (`--placement=inter_first`, `Cluster.in_graph_view`): the chief's one graph places pipeline
 stages on every process's devices, and the other processes only serve them
-(`serve_chief_graph`) until the chief releases them (`release_tasks`, at its exit). Before
+(`serve_chief_graph`) until the chief releases them (`release_tasks`, at its exit). A Session
+spanning the tasks would wait without end for an address that accepts connections but is not
+that task's TensorFlow server, so the chief first asks each task's server for its devices
+(`wait_for_tasks`, `server_devices`) and names what holds an address instead. Before
 training, `handshake` gathers from every process the facts that must agree (tower count, batch,
 model, steps...) and what only the chief knows (the step of its latest checkpoint); a mismatch
 or a process that never joins is a one-line error naming the task. Processes about to end
@@ -39,6 +42,7 @@ import time
 from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
+from tensorflow.core.framework import device_attributes_pb2
 from tensorflow.python.ops import collective_ops  # pylint: disable=g-direct-tensorflow-import
 
 from core.errors import InputError
@@ -310,25 +314,25 @@ def serve_chief_graph(cluster, config, timeout_s, poll_s=2.0):
           return
         except tf.errors.DeadlineExceededError:
           pass
-        if _reachable(chief_address, seconds=poll_s):
-          seen = True
-        elif seen:
+        if not seen:  # Its server must answer: anything else at its address is not it.
+          seen = _serves_as(cluster, 0, seconds=poll_s)
+          if not seen and time.time() - started > timeout_s:
+            raise InputError("the chief: %s (waited %d s); start it with the same "
+                             "--worker_hosts, or raise --collective_timeout_s" %
+                             (_why_not_serving(cluster, 0), timeout_s))
+        elif not _reachable(chief_address, seconds=poll_s):
           raise InputError("the chief %s dropped out before releasing %s; relaunch every "
                            "process to resume from its latest checkpoint" %
                            (cluster.describe(0), cluster.describe()))
-        elif time.time() - started > timeout_s:
-          raise InputError("the chief %s is not reachable after %d s: start it with the same "
-                           "--worker_hosts, or raise --collective_timeout_s" %
-                           (cluster.describe(0), timeout_s))
 
 
 def release_tasks(cluster, config, timeout_s=10.0):
   """The chief of an in-graph run lets every other task's `serve_chief_graph` return.
 
-  Tasks that no longer listen need no release; the Session is shown only the others (a Session
-  waits without end for a task it may see that does not answer).
+  Tasks whose server no longer answers need no release; the Session is shown only the others
+  (a Session waits without end for a task it may see that does not answer).
   """
-  ranks = [r for r in range(1, len(cluster.tasks)) if _reachable(cluster.tasks[r].address, 1.0)]
+  ranks = [r for r in range(1, len(cluster.tasks)) if _serves_as(cluster, r, timeout_s)]
   if not ranks:
     return
   config = session_config(cluster, config)
@@ -344,19 +348,102 @@ def release_tasks(cluster, config, timeout_s=10.0):
 
 
 def wait_for_tasks(cluster, timeout_s):
-  """Waits until every task's server listens (the chief of an in-graph run, before its Session).
+  """Waits until every task's server answers (the chief of an in-graph run, before a Session).
+
+  A Session whose graph spans the tasks waits without end for a task whose address accepts
+  connections but does not answer as that task's TensorFlow server (another program, or
+  another run's process, holds the port): so each task is asked for its devices first.
 
   Raises:
-    InputError: naming the tasks that did not come up within timeout_s.
+    InputError: naming the tasks that did not answer within timeout_s, and what is at their
+      addresses instead.
   """
   deadline = time.time() + timeout_s
-  missing = list(range(1, len(cluster.tasks)))
+  missing, told = list(range(1, len(cluster.tasks))), False
   while missing:
-    missing = [r for r in missing if not _reachable(cluster.tasks[r].address, seconds=1.0)]
+    missing = [r for r in missing if not _serves_as(cluster, r, seconds=1.0)]
+    if missing and not told:
+      logging.info("Waiting up to %d s for %s to answer", timeout_s,
+                   ", ".join(cluster.describe(r) for r in missing))
+      told = True
     if missing and time.time() > deadline:
-      raise InputError("%s not reachable after %d s: start every process with the same "
-                       "--worker_hosts and --placement, or raise --collective_timeout_s" %
-                       (", ".join(cluster.describe(r) for r in missing), timeout_s))
+      raise InputError("%s (waited %d s); start every process with the same --worker_hosts "
+                       "and --placement, or raise --collective_timeout_s" %
+                       ("; ".join(_why_not_serving(cluster, r) for r in missing), timeout_s))
+    if missing:
+      time.sleep(0.5)
+
+
+def _serves_as(cluster, rank, seconds):
+  """Whether the TensorFlow server of task `rank` answers at its address within `seconds`."""
+  devices = server_devices(cluster.tasks[rank].address, seconds)
+  prefix = cluster.device_prefix(rank) + "/"
+  return bool(devices) and all(d.startswith(prefix) for d in devices)
+
+
+def _why_not_serving(cluster, rank):
+  """What is at task `rank`'s address instead of its server, for an error line."""
+  address = cluster.tasks[rank].address
+  host, port = address.rsplit(":", 1)
+  try:
+    socket.create_connection((host, int(port)), timeout=2.0).close()
+  except ConnectionRefusedError:
+    return "%s not reachable: nothing listens there" % cluster.describe(rank)
+  except TimeoutError:
+    return ("%s not reachable: connections to it time out (host down, a firewall, or a "
+            "program that does not accept them)" % cluster.describe(rank))
+  except OSError as e:
+    return "%s not reachable: %s" % (cluster.describe(rank), e.strerror or e)
+  devices = server_devices(address, seconds=2.0)
+  if not devices:
+    return ("%s: something that is not a TensorFlow server listens at %s" %
+            (cluster.describe(rank), address))
+  return ("%s: the TensorFlow server at %s is another run's (its devices are %s, expected "
+          "%s/...)" % (cluster.describe(rank), address, devices[0].rsplit("/", 1)[0],
+                       cluster.device_prefix(rank)))
+
+
+_GET_STATUS = "/tensorflow.WorkerService/GetStatus"
+
+
+def server_devices(address, seconds):
+  """The device names of the TensorFlow server at host:port (its WorkerService.GetStatus), or
+  None when nothing answers as one within `seconds`."""
+  import grpc  # pylint: disable=g-import-not-at-top
+  with grpc.insecure_channel(address) as channel:
+    get_status = channel.unary_unary(_GET_STATUS, request_serializer=bytes,
+                                     response_deserializer=bytes)
+    try:
+      reply = get_status(b"", timeout=seconds)  # A GetStatusRequest has no fields.
+    except grpc.RpcError:
+      return None
+  # GetStatusResponse: field 1, repeated DeviceAttributes.
+  return [device_attributes_pb2.DeviceAttributes.FromString(value).name
+          for field, value in _length_delimited_fields(reply) if field == 1]
+
+
+def _length_delimited_fields(data):
+  """(field number, bytes) of each length-delimited field of a serialized protocol buffer."""
+  def varint(i):
+    value, shift = 0, 0
+    while True:
+      value |= (data[i] & 0x7F) << shift
+      shift += 7
+      i += 1
+      if data[i - 1] < 0x80:
+        return value, i
+  i = 0
+  while i < len(data):
+    key, i = varint(i)
+    wire_type = key & 7
+    if wire_type == 2:
+      length, i = varint(i)
+      yield key >> 3, data[i:i + length]
+      i += length
+    elif wire_type == 0:
+      _, i = varint(i)
+    else:  # 64-bit (1) or 32-bit (5) scalars.
+      i += 8 if wire_type == 1 else 4
 
 
 def _fact_value(value):
@@ -461,12 +548,12 @@ def leave_together(sess, barrier):
 
 def _why_not_joined(cluster, waited_s, error):
   """The one-line reason for a failed handshake: which tasks do not answer, if we can tell."""
-  silent = [r for r in range(cluster.num_processes)
-            if r != cluster.rank and not _reachable(cluster.tasks[r].address)]
-  if silent:
-    return ("%s not reachable after %d s: nothing listens there (not started, crashed, or a "
-            "different --worker_hosts/TF_CONFIG); see --collective_timeout_s" %
-            (", ".join(cluster.describe(r) for r in silent), waited_s))
+  absent = [r for r in range(len(cluster.tasks))
+            if r != cluster.rank and not _serves_as(cluster, r, seconds=2.0)]
+  if absent:
+    return ("%s (waited %d s); start every process with the same --worker_hosts/TF_CONFIG, or "
+            "raise --collective_timeout_s" %
+            ("; ".join(_why_not_serving(cluster, r) for r in absent), waited_s))
   return ("the other processes did not all join within %d s (%s); start every process with "
           "the same cluster and flags, or raise --collective_timeout_s" %
           (waited_s, type(error).__name__))

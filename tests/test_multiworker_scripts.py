@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -203,6 +204,11 @@ def test_processes_that_differ_in_a_flag_of_the_loss_are_refused(task, tmp_path)
 def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
   lone_hosts = _hosts()
   inter_hosts = [_hosts(), _hosts()]
+  # Another program holds the other task's port: it accepts connections but is no TensorFlow
+  # server (a Session spanning it would wait without end).
+  held_hosts = [_hosts(), _hosts()]
+  holders = [socket.create_server(("localhost", int(hosts.split(",")[1 - i].split(":")[1])),
+                                  backlog=128) for i, hosts in enumerate(held_hosts)]
   cases = [
       ({"TF_CONFIG": '{"cluster": '}, ["--worker_hosts="], "TF_CONFIG is not valid JSON"),
       ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["localhost:1"], "ps": ["localhost:2"]},
@@ -229,16 +235,28 @@ def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
        "task 1 (worker:1 at %s) not reachable" % inter_hosts[0].split(",")[1]),
       ({}, ["--worker_hosts=%s" % inter_hosts[1], "--task_index=1", "--placement=inter_first",
             "--pipeline_stages=2", "--collective_timeout_s=5"],
-       "the chief task 0 (worker:0 at %s) is not reachable after 5 s" %
+       "the chief: task 0 (worker:0 at %s) not reachable: nothing listens there (waited 5 s)" %
        inter_hosts[1].split(",")[0]),
+      ({}, ["--worker_hosts=%s" % held_hosts[0], "--task_index=0", "--placement=inter_first",
+            "--pipeline_stages=2", "--collective_timeout_s=5"],
+       "task 1 (worker:1 at {0}): something that is not a TensorFlow server listens at {0} "
+       "(waited 5 s)".format(held_hosts[0].split(",")[1])),
+      ({}, ["--worker_hosts=%s" % held_hosts[1], "--task_index=1", "--placement=inter_first",
+            "--pipeline_stages=2", "--collective_timeout_s=5"],
+       "the chief: task 0 (worker:0 at {0}): something that is not a TensorFlow server listens "
+       "at {0} (waited 5 s)".format(held_hosts[1].split(",")[0])),
   ]
   procs = []
   for env, flags, _ in cases:
     command = _commands(task, tmp_path / ("out%d" % len(procs)), "x", "--do_train")[0]
     command = [a for a in command if not a.startswith(("--worker_hosts", "--task_index"))]
     procs += start_processes([command + flags], env_updates=env)
-  for proc, (_, _, fragment) in zip(finish_processes(procs, 200), cases):
-    assert_one_line_error(proc, fragment)
+  try:
+    for proc, (_, _, fragment) in zip(finish_processes(procs, 200), cases):
+      assert_one_line_error(proc, fragment)
+  finally:
+    for holder in holders:
+      holder.close()
 
 
 def _pretraining_commands(data, out, hosts, *extra):
