@@ -394,7 +394,7 @@ def _why_not_serving(cluster, rank):
             "program that does not accept them)" % cluster.describe(rank))
   except OSError as e:
     return "%s not reachable: %s" % (cluster.describe(rank), e.strerror or e)
-  devices = server_devices(address, seconds=2.0)
+  devices = server_devices(address, seconds=3.0)
   if not devices:
     return ("%s: something that is not a TensorFlow server listens at %s" %
             (cluster.describe(rank), address))

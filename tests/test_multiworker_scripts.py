@@ -231,8 +231,14 @@ def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
        "2 processes x --n_gpus=1 devices are not a multiple of --pipeline_stages=3"),
       # inter_first, one process alone: the chief waits for the other, the other for the chief.
       ({}, ["--worker_hosts=%s" % inter_hosts[0], "--task_index=0", "--placement=inter_first",
-            "--pipeline_stages=2", "--collective_timeout_s=5"],
+            "--pipeline_stages=2", "--collective_timeout_s=15"],
        "task 1 (worker:1 at %s) not reachable" % inter_hosts[0].split(",")[1]),
+      # ... and meanwhile its server is task 1's address of another run's chief.
+      ({}, ["--worker_hosts=%s,%s" % (_hosts(1), inter_hosts[0].split(",")[0]), "--task_index=0",
+            "--placement=inter_first", "--pipeline_stages=2", "--collective_timeout_s=5"],
+       "task 1 (worker:1 at {0}): the TensorFlow server at {0} is another run's (its devices "
+       "are /job:worker/replica:0/task:0, expected /job:worker/replica:0/task:1/...) (waited 5 "
+       "s)".format(inter_hosts[0].split(",")[0])),
       ({}, ["--worker_hosts=%s" % inter_hosts[1], "--task_index=1", "--placement=inter_first",
             "--pipeline_stages=2", "--collective_timeout_s=5"],
        "the chief: task 0 (worker:0 at %s) not reachable: nothing listens there (waited 5 s)" %
