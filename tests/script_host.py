@@ -21,6 +21,7 @@ The host itself is this file run as a script: `python tests/script_host.py SOCKE
 """
 
 import atexit
+import faulthandler
 import json
 import os
 import runpy
@@ -78,6 +79,17 @@ class HostedProcess(object):
     if self.returncode is None:
       os.kill(self.pid, signum)
 
+  def dump_stacks(self, seconds=2.0):
+    """Has the run print every thread's Python stack to its stderr (faulthandler, registered
+    for SIGUSR2 in `_become`), then waits `seconds` for it: what a run that must be killed
+    at its bound was waiting for."""
+    if self.returncode is None:
+      os.kill(self.pid, signal.SIGUSR2)
+      try:
+        self.wait(seconds)
+      except subprocess.TimeoutExpired:
+        pass
+
   def kill(self):
     """SIGKILL to the run's process group (it is the leader of its own session)."""
     if self.returncode is None:
@@ -96,6 +108,7 @@ class HostedProcess(object):
     try:
       self.wait(timeout)
     except subprocess.TimeoutExpired:
+      self.dump_stacks()
       self.kill()
       self.wait()
       raise
@@ -256,6 +269,7 @@ def _become(request, fds):
     if fd != target:
       os.dup2(fd, target)
       os.close(fd)
+  faulthandler.register(signal.SIGUSR2, all_threads=True)  # HostedProcess.dump_stacks
   os.chdir(request["cwd"])
   os.environ.clear()
   os.environ.update(request["env"])

@@ -201,6 +201,19 @@ def test_processes_that_differ_in_a_flag_of_the_loss_are_refused(task, tmp_path)
   assert not glob.glob(str(tmp_path / "out" / "model.ckpt-*"))
 
 
+def test_a_run_killed_at_the_tests_bound_leaves_its_output_and_its_stacks(task, tmp_path):
+  """What a hosted run that the test had to kill printed is kept, and ends with every thread's
+  Python stack at that moment: what the run was waiting for (here, after it joined the
+  cluster: its missing peer)."""
+  alone = _commands(task, tmp_path / "out", _hosts(), "--do_train",
+                    "--collective_timeout_s=600")[0]
+  proc, = finish_processes(start_processes([alone]), timeout=25)
+  assert proc.returncode is None, proc.stderr[-3000:]
+  assert "Joined the cluster as task 0" in proc.stderr, proc.stderr[-3000:]
+  stacks = proc.stderr[proc.stderr.index("most recent call first"):]
+  assert 'tests/script_host.py", line' in stacks and "in _become" in stacks, stacks
+
+
 def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
   lone_hosts = _hosts()
   inter_hosts = [_hosts(), _hosts()]
