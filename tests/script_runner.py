@@ -145,10 +145,11 @@ def _port_slice():
 
 
 def _is_free(port):
+  """Whether a server could listen on `port` on every interface, as TensorFlow's does."""
   import socket  # pylint: disable=g-import-not-at-top
   with socket.socket() as sock:
     try:
-      sock.bind(("localhost", port))
+      sock.bind(("", port))
       return True
     except OSError:
       return False
@@ -158,7 +159,7 @@ def free_ports(n):
   """n TCP ports on localhost, free now and not ones the kernel gives out (see above)."""
   import random  # pylint: disable=g-import-not-at-top
   candidates = [p for p in _port_slice() if p not in _PORTS_GIVEN]
-  random.shuffle(candidates)
+  random.Random().shuffle(candidates)  # Its own seed: tests may seed the module's generator.
   ports = []
   for port in candidates:
     if _is_free(port):
