@@ -332,7 +332,7 @@ def release_tasks(cluster, config, timeout_s=10.0):
   Tasks whose server no longer answers need no release; the Session is shown only the others
   (a Session waits without end for a task it may see that does not answer).
   """
-  ranks = [r for r in range(1, len(cluster.tasks)) if _serves_as(cluster, r, timeout_s)]
+  ranks = [r for r in range(1, len(cluster.tasks)) if _serves_as(cluster, r, seconds=3.0)]
   if not ranks:
     return
   config = session_config(cluster, config)
