@@ -384,16 +384,14 @@ def _serves_as(cluster, rank, seconds):
 def _why_not_serving(cluster, rank):
   """What is at task `rank`'s address instead of its server, for an error line."""
   address = cluster.tasks[rank].address
-  host, port = address.rsplit(":", 1)
-  try:
-    socket.create_connection((host, int(port)), timeout=2.0).close()
-  except ConnectionRefusedError:
+  error = _connect_error(address, seconds=2.0)
+  if isinstance(error, ConnectionRefusedError):
     return "%s not reachable: nothing listens there" % cluster.describe(rank)
-  except TimeoutError:
+  if isinstance(error, TimeoutError):
     return ("%s not reachable: connections to it time out (host down, a firewall, or a "
             "program that does not accept them)" % cluster.describe(rank))
-  except OSError as e:
-    return "%s not reachable: %s" % (cluster.describe(rank), e.strerror or e)
+  if error:
+    return "%s not reachable: %s" % (cluster.describe(rank), error.strerror or error)
   devices = server_devices(address, seconds=3.0)
   if not devices:
     return ("%s: something that is not a TensorFlow server listens at %s" %
@@ -561,15 +559,22 @@ def _why_not_joined(cluster, waited_s, error):
 
 def _reachable(address, seconds=2.0):
   """Whether something accepts TCP connections at host:port within `seconds`."""
-  host, port = address.rsplit(":", 1)
   deadline = time.time() + seconds
   while time.time() < deadline:
-    try:
-      with socket.create_connection((host, int(port)), timeout=0.5):
-        return True
-    except OSError:
-      time.sleep(0.2)
+    if _connect_error(address, seconds=0.5) is None:
+      return True
+    time.sleep(0.2)
   return False
+
+
+def _connect_error(address, seconds):
+  """None when a TCP connection to host:port opens within `seconds`, else the OSError."""
+  host, port = address.rsplit(":", 1)
+  try:
+    socket.create_connection((host, int(port)), timeout=seconds).close()
+    return None
+  except OSError as e:
+    return e
 
 
 @contextlib.contextmanager
