@@ -172,7 +172,10 @@ class ServingModule(tf.Module):
     self.max_seq_length = spec["max_seq_length"]
     self.precision = spec.get("precision", "fp32")
     self._cls_id = self.tokenizer.vocab["[CLS]"]
-    self._asset_dir = tempfile.mkdtemp(prefix="saved_model_assets-")
+    # Staged inside the build folder, so that a build killed with its run leaves nothing
+    # elsewhere: the next export removes the folder (saved_model_export._recover).
+    os.makedirs(spec["export_dir"], exist_ok=True)
+    self._asset_dir = tempfile.mkdtemp(prefix=".assets-", dir=spec["export_dir"])
     self.assets = {}
     self.add_asset("vocab.txt", path=spec["vocab_file"])
     self.add_asset("bert_config.json", self.bert_config.to_json_string())

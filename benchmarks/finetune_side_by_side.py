@@ -44,6 +44,7 @@ _REPO = os.path.dirname(_HERE)
 sys.path.insert(0, _HERE)
 sys.path.insert(0, _REPO)
 
+from core import children  # pylint: disable=g-import-not-at-top,wrong-import-position
 import hf_finetune  # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -126,17 +127,17 @@ def prepare_weights(args):
     ours_dir = os.path.join(args.output_dir, "init_ours")
     hf_dir = os.path.join(args.output_dir, "init_hf")
     prefix = write_random_init(args.random_init_config, args.vocab_file, ours_dir)
-    subprocess.run([args.python, os.path.join(_REPO, "convert_to_hf.py"),
-                    "--checkpoint=" + prefix, "--bert_config_file=" + args.random_init_config,
-                    "--vocab_file=" + args.vocab_file, "--output_dir=" + hf_dir],
-                   check=True, env=env, cwd=_REPO)
+    children.run([args.python, os.path.join(_REPO, "convert_to_hf.py"),
+                  "--checkpoint=" + prefix, "--bert_config_file=" + args.random_init_config,
+                  "--vocab_file=" + args.vocab_file, "--output_dir=" + hf_dir],
+                 check=True, env=env, cwd=_REPO)
     return hf_dir, ours_dir
   hf_dir = args.model_dir or default_model_dir()
   ours_dir = os.path.join(args.output_dir, "init_ours")
   start = time.time()
-  subprocess.run([args.python, os.path.join(_REPO, "convert_hf_checkpoint.py"),
-                  "--hf_model_dir=" + hf_dir, "--output_dir=" + ours_dir],
-                 check=True, env=env, cwd=_REPO)
+  children.run([args.python, os.path.join(_REPO, "convert_hf_checkpoint.py"),
+                "--hf_model_dir=" + hf_dir, "--output_dir=" + ours_dir],
+               check=True, env=env, cwd=_REPO)
   print("converted %s -> %s in %.1f s (once per model, not in the job times)" %
         (hf_dir, ours_dir, time.time() - start), flush=True)
   return hf_dir, ours_dir
@@ -194,8 +195,8 @@ def run_job(cmd, run_dir, lock_file):
     load_before = os.getloadavg()
     start = time.time()
     with open(run_dir + ".log", "w") as log:
-      proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-                            cwd=_REPO, check=False)
+      proc = children.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+                          cwd=_REPO, check=False)
     seconds = time.time() - start
     load_after = os.getloadavg()
   finally:

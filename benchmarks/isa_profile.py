@@ -45,7 +45,9 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
+sys.path.insert(0, os.path.dirname(_HERE))
 
+from core import children  # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 KINDS = ("matmul", "elementwise", "dropout-rng", "reduction", "layout", "optimizer", "xla",
@@ -153,7 +155,7 @@ def run_variant(name, args):
          "--threads=%d" % args.threads, "--inter_op_threads=%d" % args.inter_op_threads,
          "--precision=" + args.precision] + flags
   try:
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    proc = children.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
   except subprocess.TimeoutExpired:
     print("  %s failed: no result within --timeout=%d s" % (name, args.timeout), flush=True)
     return None

@@ -35,6 +35,7 @@ sys.path.insert(0, _HERE)
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from core import children
 import machine
 import modeling
 from parallel import cluster as cluster_lib
@@ -130,7 +131,7 @@ def _launch(args, towers, threads, reduction, processes):
               (["--worker_hosts=%s" % hosts, "--task_index=%d" % i] if hosts else [])
               for i in range(processes)]
   env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
-  procs = [subprocess.Popen(c, stdout=subprocess.PIPE, text=True, env=env) for c in commands]
+  procs = [children.start(c, stdout=subprocess.PIPE, text=True, env=env) for c in commands]
   outputs = [p.communicate(timeout=1800)[0] for p in procs]
   if any(p.returncode for p in procs):
     raise RuntimeError("a benchmark process failed: %s" % [p.returncode for p in procs])

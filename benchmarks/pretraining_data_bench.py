@@ -28,6 +28,9 @@ import time
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TOOL = os.path.join(_REPO, "create_pretraining_data.py")
 _STOCK = os.path.join(_REPO, "benchmarks", "stock_pretraining_data.py")
+sys.path.insert(0, _REPO)
+
+from core import children  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def count_documents(path):
@@ -60,7 +63,7 @@ def run_child(command, log_path):
   """Runs `command`; returns (seconds, CPU seconds, peak RSS in MB, captured output)."""
   start = time.time()
   with open(log_path, "w") as log:
-    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=_REPO)
+    child = children.start(command, stdout=log, stderr=subprocess.STDOUT, cwd=_REPO)
     _, status, usage = os.wait4(child.pid, 0)
   seconds = time.time() - start
   with open(log_path) as log:

@@ -59,6 +59,7 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from core import children
 import machine
 import worker_process
 from classifier import model as classifier_model
@@ -377,8 +378,8 @@ class HfRun(object):
     if compile_model:
       cmd.append("--compile")
     self._stderr = tempfile.TemporaryFile(mode="w+")
-    self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self._stderr, text=True)
+    self._proc = children.start(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=self._stderr, text=True)
     self.about = self._answer()
 
   def _answer(self):
@@ -407,7 +408,7 @@ def torch_peaks(args, precisions):
   for precision in precisions:
     cmd = [args.hf_python, os.path.join(_REPO, "benchmarks", "hf_bench.py"),
            "--peak=%s" % precision, "--threads=%d" % args.threads]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = children.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode == 0:
       peaks[precision] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_gflops"]
   return peaks
@@ -423,8 +424,8 @@ def hf_precisions(args):
 
 
 def hf_available(python):
-  proc = subprocess.run([python, "-c", "import torch, transformers"], capture_output=True,
-                        check=False)
+  proc = children.run([python, "-c", "import torch, transformers"], capture_output=True,
+                      check=False)
   return proc.returncode == 0
 
 

@@ -4,4 +4,5 @@
 - `atomic_files.py`: files that appear whole or not at all (write to a temporary, then rename).
 - `formatting.py`: durations as H:MM:SS for every progress line.
 - `dropped_input.py`: the one line (a warning above 10%) saying how much input a run left out.
+- `children.py`: the one way to start a child process; it dies with its parent (kill -9 too).
 """

@@ -7,7 +7,7 @@ The run scripts call `export_classifier` / `export_rewriter` at the end of main.
 what serving needs to process raw text exactly as the run did (vocabulary, casing,
 max_seq_length, truncation, labels; the decoding flags of the rewriter) into a spec, and
 build_saved_model.py writes the SavedModel from it in a process of its own (TF2, eager; the
-run scripts are in graph mode).
+run scripts are in graph mode), on CPU, and killed with the run (core/children.py).
 
 The SavedModel is built in a temporary directory beside the final one and renamed into place
 only once it is complete, so a failed export never damages an existing good one.
@@ -16,13 +16,13 @@ only once it is complete, so a failed export never damages an existing good one.
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 from absl import flags
 from absl import logging
 
 from core import atomic_files
+from core import children
 from engine import cli
 from engine import common_flags
 
@@ -138,7 +138,10 @@ def build(output_dir, spec):
   shutil.rmtree(building_dir, ignore_errors=True)
   spec = dict(spec, export_dir=building_dir)
   logging.info("Exporting %s as a SavedModel: %s", spec["checkpoint"], final_dir)
-  returncode = subprocess.call([sys.executable, _BUILDER, "--spec=" + json.dumps(spec)])
+  # The build is a CPU job: the child sees no GPU, so it opens no context on the cards whose
+  # memory this process still holds.
+  returncode = children.run([sys.executable, _BUILDER, "--spec=" + json.dumps(spec)],
+                            env=dict(os.environ, CUDA_VISIBLE_DEVICES="")).returncode
   if returncode != 0:
     shutil.rmtree(building_dir, ignore_errors=True)
     if returncode == 2:

@@ -1,0 +1,74 @@
+"""Children the product starts die with their parent (core/children.py), and the export's child
+builds on CPU only."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from serving import saved_model_export
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _dead(pid):
+  """Whether process `pid` is gone or a zombie (its new parent may not have reaped it yet)."""
+  try:
+    with open("/proc/%d/stat" % pid) as f:
+      return f.read().rpartition(")")[2].split()[0] == "Z"
+  except FileNotFoundError:
+    return True
+
+
+def test_a_child_dies_when_its_parent_is_killed_with_sigkill():
+  parent = subprocess.Popen(
+      [sys.executable, "-c", textwrap.dedent("""
+          import sys, time
+          from core import children
+          child = children.start(["sleep", "60"])
+          print(child.pid, flush=True)
+          time.sleep(60)
+          """)],
+      stdout=subprocess.PIPE, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
+  child = int(parent.stdout.readline())
+  try:
+    assert not _dead(child)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(10)
+    deadline = time.time() + 5
+    while not _dead(child) and time.time() < deadline:
+      time.sleep(0.02)
+    assert _dead(child), "the child outlived its parent's kill -9"
+  finally:
+    if not _dead(child):
+      os.kill(child, signal.SIGKILL)
+
+
+# Stands in for build_saved_model.py: writes what its process was given into the SavedModel
+# folder (the GPUs it sees; the signal it gets when its parent dies, 0 for none).
+_FAKE_BUILDER = """
+import ctypes, json, os, sys
+spec = json.loads(sys.argv[1][len("--spec="):])
+os.makedirs(spec["export_dir"])
+signum = ctypes.c_int(-1)
+ctypes.CDLL(None).prctl(2, ctypes.byref(signum), 0, 0, 0)  # PR_GET_PDEATHSIG
+with open(os.path.join(spec["export_dir"], "seen.json"), "w") as f:
+  json.dump({"gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "deathsig": signum.value}, f)
+"""
+
+
+def test_the_export_child_sees_no_gpu_and_dies_with_the_run(tmp_path, monkeypatch):
+  builder = tmp_path / "fake_builder.py"
+  builder.write_text(_FAKE_BUILDER)
+  monkeypatch.setattr(saved_model_export, "_BUILDER", str(builder))
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+  out = tmp_path / "out"
+  out.mkdir()
+  final = saved_model_export.build(str(out), {"checkpoint": "unused"})
+  with open(os.path.join(final, "seen.json")) as f:
+    seen = json.load(f)
+  assert seen == {"gpus": "", "deathsig": signal.SIGKILL}
+  assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # the run's own GPUs unchanged
