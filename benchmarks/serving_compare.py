@@ -6,11 +6,12 @@
 --run_dir is a classifier run of run_classifier_mgpu.py with --do_export (its saved_model/ and
 checkpoint). The Hugging Face side is made from the same checkpoint: convert_to_hf.py writes
 <work_dir>/hf, torch.onnx.export writes <work_dir>/model.onnx (both kept for the next run).
-Unless the run's SavedModel holds assets/model.tflite (--export_tflite), <work_dir>/tflite/
-saved_model is the same export built again with it, for the TFLite contender
-(serving/tflite_classifier.py). With bf16 in --precisions, <work_dir>/bf16/saved_model is the
-run's SavedModel built again as
---export_precision=bf16 does (the encoder in bfloat16 from bfloat16 kernels). Our SavedModel
+Each of our contenders serves the run's SavedModel when it was exported as that contender
+needs, else the same export built again in <work_dir>/<contender>/saved_model, changing only
+what the contender needs (export_plan): "tflite" with assets/model.tflite (--export_tflite, fp32;
+none for --long_text=sliding), for the TFLite contender (serving/tflite_classifier.py); "bf16"
+(with bf16 in --precisions) as --export_precision=bf16 does (the encoder in bfloat16 from
+bfloat16 kernels, without TFLite); "fp32" when the run exported bf16. Our SavedModel
 serves twice per precision: as loaded, and with oneDNN's weight cache
 (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in the serving process, serving_worker.py --weight_cache).
 
@@ -50,6 +51,7 @@ import machine
 import worker_process
 import run_classifier_mgpu
 from core import atomic_files
+from core import children
 from core.errors import InputError
 from engine import cli
 from serving import saved_model_export
@@ -109,9 +111,9 @@ class Contender(object):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     for _ in range(FLAGS.processes):
       self._stderrs.append(tempfile.TemporaryFile(mode="w+"))
-      self._procs.append(subprocess.Popen(self._cmd, stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=self._stderrs[-1],
-                                          text=True, env=env))
+      self._procs.append(children.start(self._cmd, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self._stderrs[-1],
+                                        text=True, env=env))
       self.about = self._ask(None, which=slice(-1, None))[0]
 
   def _ask(self, command, which=slice(None)):
@@ -154,16 +156,52 @@ class Contender(object):
       worker_process.end(proc, stderr)
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
 def precisions():
-  if FLAGS.precisions != "auto":
-    return [p for p in FLAGS.precisions.split(",") if p]
-  return ["fp32", "bf16"] if machine.isa_level() in ("AVX-512 + BF16", "AMX") else ["fp32"]
+  """The precisions --precisions asks for; InputError for any other."""
+  if FLAGS.precisions == "auto":
+    return ["fp32", "bf16"] if machine.isa_level() in ("AVX-512 + BF16", "AMX") else ["fp32"]
+  wanted = [p for p in FLAGS.precisions.split(",") if p]
+  if not wanted or set(wanted) - set(PRECISIONS):
+    raise InputError("--precisions=%s: expected auto, or %s separated by commas" % (
+        FLAGS.precisions, " and/or ".join(PRECISIONS)))
+  return wanted
+
+
+def batch_sizes():
+  """The batch sizes of --batch_sizes; InputError unless each is an integer >= 1."""
+  try:
+    sizes = [int(b) for b in FLAGS.batch_sizes.split(",")]
+  except ValueError:
+    sizes = []
+  if not sizes or min(sizes) < 1:
+    raise InputError("--batch_sizes=%s: expected integers >= 1 separated by commas, e.g. 1,32"
+                     % FLAGS.batch_sizes)
+  return sizes
+
+
+def check_flags():
+  """Checks every flag before any conversion, export or server: one InputError line."""
+  if not FLAGS.run_dir:
+    raise InputError("--run_dir is required (a classifier run with --do_export)")
+  if FLAGS.processes < 1 or FLAGS.threads < 1:
+    raise InputError("--processes=%d, --threads=%d: expected 1 or more of each" % (
+        FLAGS.processes, FLAGS.threads))
+  for name in ("serve_rounds", "batch1_examples", "inter_op_threads"):
+    if FLAGS[name].value < 1:
+      raise InputError("--%s=%d: expected an integer >= 1" % (name, FLAGS[name].value))
+  if not FLAGS.tolerance > 0:
+    raise InputError("--tolerance=%g: expected a number > 0" % FLAGS.tolerance)
+  batch_sizes()
+  precisions()
 
 
 def _run(cmd, work_dir):
   """Runs a preparation step (a conversion or export); its failure ends the run (_step_failed)."""
-  proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  proc = children.run(cmd, capture_output=True, text=True, check=False,
+                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   if proc.returncode != 0:
     what = os.path.basename(cmd[1]) + (" " + cmd[2] if cmd[2].startswith("--kind=") else "")
     _step_failed(what, proc.stderr, work_dir)
@@ -190,14 +228,47 @@ def _export_config(saved_model):
     return json.load(f)
 
 
-def prepare(work_dir, want_bf16):
-  """(fp32 SavedModel, bf16 SavedModel or None, SavedModel with assets/model.tflite, Hugging
-  Face dir, ONNX file), made if missing."""
-  saved_model = os.path.join(FLAGS.run_dir, "saved_model")
-  spec = _export_config(saved_model)
+# What an export spec holds when it does not say (an export from before the field existed).
+_SPEC_DEFAULTS = {"precision": "fp32", "tflite": False}
+
+# The export each of our contenders serves, as the fields of the spec it is built from: the
+# bf16 one never inherits the run's --export_tflite, which converts fp32 only (the TFLite
+# converter fails on a bfloat16 encoder), and the TFLite one never the run's bf16.
+CONTENDER_EXPORTS = {"fp32": {"precision": "fp32"},
+                     "tflite": {"precision": "fp32", "tflite": True},
+                     "bf16": {"precision": "bf16", "tflite": False}}
+
+
+def _is_export(spec, fields):
+  return spec is not None and all(spec.get(k, _SPEC_DEFAULTS[k]) == v for k, v in fields.items())
+
+
+def export_plan(spec, wanted):
+  """{contender: None (the run's own SavedModel serves it) or the spec to build it from} for the
+  contenders of CONTENDER_EXPORTS that `wanted` precisions serve and the run's export allows
+  (no TFLite contender for --long_text=sliding, which the TFLite model cannot serve)."""
+  names = ["fp32", "tflite"] if "fp32" in wanted else []
+  if "fp32" in wanted and spec.get("long_text", "truncate") != "truncate":
+    names.remove("tflite")
+  names += ["bf16"] if "bf16" in wanted else []
+  return {name: None if _is_export(spec, CONTENDER_EXPORTS[name])
+                else dict(spec, **CONTENDER_EXPORTS[name]) for name in names}
+
+
+def run_export_spec():
+  """The export spec of --run_dir's SavedModel; InputError when it has none."""
+  spec = _export_config(os.path.join(FLAGS.run_dir, saved_model_export.EXPORT_DIR))
   if spec is None:
     raise InputError("--run_dir=%s: no saved_model/ there (train with --do_export)" %
                      FLAGS.run_dir)
+  return spec
+
+
+def prepare(work_dir, spec, wanted):
+  """({contender: its SavedModel}, Hugging Face dir, ONNX file), made if missing: the run's
+  SavedModel, or the same export built again as the contender needs (export_plan), in
+  <work_dir>/<contender>/saved_model (kept for the next run)."""
+  saved_model = os.path.join(FLAGS.run_dir, saved_model_export.EXPORT_DIR)
   assets = os.path.join(saved_model, "assets")
   hf_dir = os.path.join(work_dir, "hf")
   if not os.path.exists(os.path.join(hf_dir, "config.json")):
@@ -212,54 +283,49 @@ def prepare(work_dir, want_bf16):
   if not os.path.exists(onnx_file):
     _run([sys.executable, WORKER, "--kind=onnx_export", "--model=%s" % hf_dir,
           "--onnx_out=%s" % onnx_file], work_dir)
-  # The TFLite contender: the run's SavedModel if it was exported with --export_tflite, else
-  # the same export built again with it, beside (as the bf16 one below).
-  tflite_model = saved_model
-  if not os.path.exists(os.path.join(saved_model, "assets", tflite_classifier.TFLITE_ASSET)):
-    tflite_model = os.path.join(work_dir, "tflite", saved_model_export.EXPORT_DIR)
-    if not (_export_config(tflite_model) or {}).get("tflite"):
-      os.makedirs(os.path.dirname(tflite_model), exist_ok=True)
-      saved_model_export.build(os.path.dirname(tflite_model), dict(spec, tflite=True))
-  bf16_model = None
-  if want_bf16:
-    # The export of --export_precision=bf16: built beside, then renamed into place.
-    bf16_dir = os.path.join(work_dir, "bf16")
-    bf16_model = os.path.join(bf16_dir, saved_model_export.EXPORT_DIR)
-    if (_export_config(bf16_model) or {}).get("precision") != "bf16":
-      os.makedirs(bf16_dir, exist_ok=True)
-      saved_model_export.build(bf16_dir, dict(spec, precision="bf16"))
-  return saved_model, bf16_model, tflite_model, hf_dir, onnx_file
+  models = {}
+  for name, build_spec in export_plan(spec, wanted).items():
+    models[name] = saved_model
+    if build_spec is not None:
+      # Built beside, then renamed into place (saved_model_export.build).
+      models[name] = os.path.join(work_dir, name, saved_model_export.EXPORT_DIR)
+      if not _is_export(_export_config(models[name]), CONTENDER_EXPORTS[name]):
+        os.makedirs(os.path.dirname(models[name]), exist_ok=True)
+        saved_model_export.build(os.path.dirname(models[name]), build_spec)
+  return models, hf_dir, onnx_file
 
 
 def contenders_of(precision, models, texts_file):
-  saved_model, bf16_model, tflite_model, hf_dir, onnx_file = models
-  if precision == "fp32":
-    return [Contender("savedmodel", "fp32", saved_model, texts_file),
-            Contender("savedmodel", "fp32", saved_model, texts_file, ["--weight_cache"]),
-            Contender("tflite", "fp32", tflite_model, texts_file),
-            Contender("onnxruntime", "fp32", onnx_file, texts_file, ["--tokenizer=%s" % hf_dir]),
-            Contender("transformers", "fp32", hf_dir, texts_file)]
-  return [Contender("savedmodel", "bf16", bf16_model, texts_file),
-          Contender("savedmodel", "bf16", bf16_model, texts_file, ["--weight_cache"]),
-          Contender("transformers", "bf16", hf_dir, texts_file)]
+  exports, hf_dir, onnx_file = models
+  if precision == "bf16":
+    return [Contender("savedmodel", "bf16", exports["bf16"], texts_file),
+            Contender("savedmodel", "bf16", exports["bf16"], texts_file, ["--weight_cache"]),
+            Contender("transformers", "bf16", hf_dir, texts_file)]
+  group = [Contender("savedmodel", "fp32", exports["fp32"], texts_file),
+           Contender("savedmodel", "fp32", exports["fp32"], texts_file, ["--weight_cache"])]
+  if "tflite" in exports:
+    group.append(Contender("tflite", "fp32", exports["tflite"], texts_file))
+  return group + [Contender("onnxruntime", "fp32", onnx_file, texts_file,
+                            ["--tokenizer=%s" % hf_dir]),
+                  Contender("transformers", "fp32", hf_dir, texts_file)]
 
 
 def main(_):
-  if not FLAGS.run_dir:
-    raise InputError("--run_dir is required (a classifier run with --do_export)")
-  if FLAGS.processes < 1 or FLAGS.threads < 1:
-    raise InputError("--processes=%d, --threads=%d: expected 1 or more of each" % (
-        FLAGS.processes, FLAGS.threads))
+  check_flags()
+  spec = run_export_spec()
+  if not FLAGS.data_dir:
+    raise InputError("--data_dir is required (the task's dev texts are served)")
+  examples = run_classifier_mgpu.get_processor(FLAGS.run_dir).get_dev_examples(FLAGS.data_dir)
+  if not examples:
+    raise InputError("--data_dir=%s: no dev examples to serve" % FLAGS.data_dir)
   work_dir = FLAGS.work_dir or os.path.join(FLAGS.run_dir, "serving_compare")
   os.makedirs(work_dir, exist_ok=True)
   wanted = precisions()
-  models = prepare(work_dir, "bf16" in wanted)
-  examples = run_classifier_mgpu.get_processor(FLAGS.run_dir).get_dev_examples(FLAGS.data_dir)
+  models = prepare(work_dir, spec, wanted)
   texts = {"text_a": [e.text_a for e in examples],
            "text_b": [e.text_b for e in examples] if examples[0].text_b is not None else None}
   texts_file = os.path.join(work_dir, "texts.json")
   atomic_files.write_atomically(texts_file, atomic_files.text_writer(json.dumps(texts)))
-  batch_sizes = [int(b) for b in FLAGS.batch_sizes.split(",")]
   load_before = os.getloadavg()[0]
   rows, checks, about, ours = [], [], {}, {}
   for precision in wanted:
@@ -276,13 +342,13 @@ def main(_):
             contender.label, precision, len(examples)), diff,
                        FLAGS.tolerance if precision == "fp32" else None))
       for _ in range(FLAGS.serve_rounds):
-        for batch_size in batch_sizes:
+        for batch_size in batch_sizes():
           for contender in group:
             contender.serve(batch_size, FLAGS.batch1_examples if batch_size == 1 else 0)
     finally:
       for contender in group:
         contender.close()
-    for batch_size in batch_sizes:
+    for batch_size in batch_sizes():
       onnx = [c for c in group if c.kind == "onnxruntime"]
       for contender in group:
         rate = float(np.median(contender.rates[batch_size]))

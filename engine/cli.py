@@ -436,8 +436,8 @@ class _SignalWatch(object):
 def run_main(main_fn, argv=None, output_flag="output_dir"):
   """Runs `main_fn(argv)` through absl.app with the error reporting of the module docstring.
 
-  output_flag: the flag naming what the script writes, for the interrupt line ("output_dir"
-  for the run scripts, "output_file" for the data tools).
+  output_flag: the flag naming what the script writes, for the interrupt line and a machine
+  fault's advice ("output_dir" for the run scripts, "output_file" for the data tools).
   """
   from absl import app  # pylint: disable=g-import-not-at-top
   show_tracebacks = os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
@@ -458,7 +458,7 @@ def run_main(main_fn, argv=None, output_flag="output_dir"):
       if interrupt is not None:
         _fail(interrupt_message(interrupt, output_flag),
               128 + getattr(interrupt, "signum", signal.SIGINT))
-      fault = machine_fault(e) if _is_file_error(e) else None
+      fault = machine_fault(e, output_flag) if _is_file_error(e) else None
       if fault:
         _fail(fault, EXIT_INPUT_ERROR)
       if show_tracebacks:

@@ -4,6 +4,7 @@ task's files exactly as run_classifier_mgpu.py's processors do; memory_bench's t
 serving_worker's batching and serving_compare's flag checks."""
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -225,6 +226,46 @@ def test_serving_compare_refuses_bad_flags_in_one_line_before_any_work(args, mes
   assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--batch_sizes=1,abc"], "--batch_sizes=1,abc: expected integers >= 1 separated by commas"),
+    (["--batch_sizes=0"], "--batch_sizes=0: expected integers >= 1"),
+    (["--serve_rounds=0"], "--serve_rounds=0: expected an integer >= 1"),
+    (["--inter_op_threads=0"], "--inter_op_threads=0: expected an integer >= 1"),
+    (["--tolerance=0"], "--tolerance=0: expected a number > 0"),
+    (["--precisions=fp16"], "--precisions=fp16: expected auto, or fp32 and/or bf16")])
+def test_serving_compare_checks_every_flag_before_any_work(args, message):
+  """main's first call; these were checked after the conversions (10-35 s), or never."""
+  import run_classifier_mgpu  # pylint: disable=g-import-not-at-top,unused-import
+  from core.errors import InputError  # pylint: disable=g-import-not-at-top
+  from test_flags_doc import load_script, own_flags  # pylint: disable=g-import-not-at-top
+  script = os.path.join(os.path.dirname(machine.__file__), "serving_compare.py")
+  with own_flags() as fv:
+    serving_compare = load_script(script)
+    fv([script, "--run_dir=/nonexistent"] + args)
+    with pytest.raises(InputError, match="^" + re.escape(message)):
+      serving_compare.check_flags()
+
+
+def test_serving_compare_rebuilds_each_contender_with_only_what_it_supports():
+  """The bf16 export of a run exported with --export_tflite drops TFLite (its converter fails on
+  bfloat16), the TFLite one of a bf16 run is fp32, and --long_text=sliding has no TFLite."""
+  import run_classifier_mgpu  # pylint: disable=g-import-not-at-top,unused-import
+  from test_flags_doc import load_script, own_flags  # pylint: disable=g-import-not-at-top
+  with own_flags():
+    plan = load_script(os.path.join(os.path.dirname(machine.__file__),
+                                    "serving_compare.py")).export_plan
+  tflite_run = {"checkpoint": "c", "precision": "fp32", "tflite": True}
+  assert plan(tflite_run, ["fp32", "bf16"]) == {
+      "fp32": None, "tflite": None, "bf16": dict(tflite_run, precision="bf16", tflite=False)}
+  bf16_run = {"checkpoint": "c", "precision": "bf16", "tflite": False}
+  assert plan(bf16_run, ["fp32", "bf16"]) == {
+      "fp32": dict(bf16_run, precision="fp32"), "bf16": None,
+      "tflite": dict(bf16_run, precision="fp32", tflite=True)}
+  assert plan({"checkpoint": "c"}, ["fp32"]) == {  # an export from before the fields
+      "fp32": None, "tflite": {"checkpoint": "c", "precision": "fp32", "tflite": True}}
+  assert plan({"checkpoint": "c", "long_text": "sliding"}, ["fp32"]) == {"fp32": None}
+
+
 def test_serving_compare_reports_a_failed_step_in_one_line_and_keeps_its_stderr(tmp_path):
   """A conversion that fails (here: the run's checkpoint is gone) ends the run with one line
   naming the step and its last stderr line; the whole stderr is kept in failed_step.log."""
@@ -234,10 +275,13 @@ def test_serving_compare_reports_a_failed_step_in_one_line_and_keeps_its_stderr(
   assets.mkdir(parents=True)
   (assets / "export_config.json").write_text(json.dumps(
       {"checkpoint": str(tmp_path / "gone" / "model.ckpt-1"), "do_lower_case": True}))
+  (tmp_path / "cola").mkdir()
+  (tmp_path / "cola" / "dev.tsv").write_text("gj04\t1\t\tThe sailors rode the breeze.\n")
   script = os.path.join(os.path.dirname(machine.__file__), "serving_compare.py")
   work = tmp_path / "work"
   proc = subprocess.run([sys.executable, script, "--run_dir=%s" % (tmp_path / "run"),
-                         "--work_dir=%s" % work, "--precisions=fp32"],
+                         "--work_dir=%s" % work, "--precisions=fp32", "--task_name=cola",
+                         "--data_dir=%s" % (tmp_path / "cola")],
                         capture_output=True, text=True, timeout=300,
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]

@@ -151,6 +151,18 @@ def test_a_full_disk_met_by_the_event_writers_flush_is_one_line(tmp_path):
                       "command"), lines[0]
 
 
+def test_a_machine_fault_names_the_flag_the_script_writes(tmp_path):
+  """A tool whose output flag is not --output_dir (serving_compare.py's --work_dir) is advised
+  to choose another of its own flag, not of one it does not take."""
+  proc = _run_cli_script(*_cli_script(
+      tmp_path, "import errno; raise OSError(errno.ENOSPC, 'No space left on device', "
+      "'/work/model.onnx')", ", output_flag='work_dir'"))
+  lines = proc.stderr.strip().splitlines()
+  assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+  assert lines[0] == ("error: /work/model.onnx: No space left on device; free space there "
+                      "(df -h) or choose another --work_dir, then rerun the same command")
+
+
 @pytest.mark.parametrize("run_main_args,intact", [
     ("", "files already in --output_dir are intact"),
     (", output_flag='output_file'", "a file already at --output_file is intact")])
