@@ -884,6 +884,12 @@ def all_cases():
       case("clf_export_after_a_killed_export", CLF, _clf("--do_export"),
            prepare=both(copy_of("clf_out"), _killed_export), expect="ok",
            check=_export_recovered),
+      case("clf_kill9_exporting", CLF, _clf("--do_export"), prepare=copy_of("clf_out"),
+           expect="ok", trigger=Trigger("glob:out/saved_model.tmp-*", signal.SIGKILL),
+           check=_builder_died_with_the_run),
+      case("rw_kill9_exporting", RW, _rw("--do_export"), prepare=copy_of("rw_out"),
+           expect="ok", trigger=Trigger("glob:out/saved_model.tmp-*", signal.SIGKILL),
+           check=_builder_died_with_the_run),
       case("clf_rerun_other_labels", CLF, _clf("--do_train", data_dir="case"),
            prepare=both(copy_of("clf_out"), data_dir_with(
                "clf_data", train__tsv=clf_rows(32).replace("\tneg", "\tbad"))),
@@ -1112,6 +1118,38 @@ def _killed_export(world, d):
   """prepare: what `kill -9` during --do_export leaves: a half-built SavedModel of a dead pid."""
   del world
   os.makedirs(os.path.join(out(d), "saved_model.tmp-999999", "variables"))
+
+
+def _builders_of(d):
+  """The pids of the build_saved_model.py processes whose spec names case_dir d."""
+  pids = []
+  for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+      with open("/proc/%s/cmdline" % pid, "rb") as f:
+        args = f.read().decode("utf-8", "replace")
+    except OSError:
+      continue
+    if "build_saved_model.py" in args and d in args:
+      pids.append(int(pid))
+  return pids
+
+
+def _builder_died_with_the_run(world, d, stderr):
+  """check: the killed run's build_saved_model.py died with it: it is gone a few seconds later,
+  and wrote no whole SavedModel beside the one the next run builds."""
+  del world, stderr
+  deadline = time.time() + 5
+  while _builders_of(d) and time.time() < deadline:
+    time.sleep(0.05)
+  left = _builders_of(d)
+  for pid in left:
+    os.kill(pid, signal.SIGKILL)
+  if left:
+    return "damaged", "build_saved_model.py outlived the killed run: pid %s" % left
+  built = glob.glob(os.path.join(out(d), "saved_model.tmp-*", "saved_model.pb"))
+  if built:
+    return "damaged", "the killed run's builder went on to write %s" % built
+  return None
 
 
 def _export_recovered(world, d, stderr):
