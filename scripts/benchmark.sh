@@ -12,6 +12,7 @@
 #                                                      # (oneDNN, XLA, torch and MKL capped)
 #
 # Run it on a quiet machine: other processes on the cores skew every figure.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 if [ "${ISA:-}" = AVX2 ]; then
   eval "$(python benchmarks/machine.py --avx2_env)"

@@ -2,6 +2,7 @@
 # The quick start: set up the venv, then train a small BERT with 2 towers on generated Chinese
 # sentiment data, evaluate it and write predict.txt. A few minutes on a 2-core CPU.
 #   bash scripts/demo.sh            # output in demo_output/
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 
 # With GPUs, the towers go round-robin over these cards; without, over virtual CPU devices.

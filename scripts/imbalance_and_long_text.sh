@@ -17,6 +17,8 @@
 #
 # The model is scripts/small_chinese_bert_config.json (2 layers, hidden 128) with random
 # weights: no pretrained checkpoint, so the figures compare the options, not the best scores.
+# 15 trainings with the default 3 seeds, each a few minutes on 2 cores: about an hour.
+source "$(dirname "$0")/help.sh" "$@"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-/work/shared/data/classify/chnsenticorp}

@@ -8,6 +8,9 @@
 #
 # Give each process its GPUs with CUDA_VISIBLE_DEVICES_<i> (e.g. CUDA_VISIBLE_DEVICES_0=0,1
 # CUDA_VISIBLE_DEVICES_1=2,3); without them every process sees CUDA_VISIBLE_DEVICES.
+# Prints the processes' logs; takes as long as the run (the README's two-process example on the
+# demo's data: about a minute on 2 cores).
+source "$(dirname "$0")/help.sh" "$@"
 set -uo pipefail
 if [ "$#" -lt 2 ] || ! [[ "$1" =~ ^[1-9][0-9]*$ ]]; then
   echo "error: usage: bash scripts/launch_local_workers.sh N run_script.py [flags...] (N >= 1)" >&2

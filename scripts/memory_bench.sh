@@ -11,5 +11,6 @@
 #     --towers=4 --rows=2          # 4 in-graph towers: the peak of each tower's device, max/min
 #
 # Memory figures do not depend on other load; step times do: run it on a quiet machine.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 exec python benchmarks/memory_bench.py "$@"

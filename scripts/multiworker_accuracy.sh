@@ -5,6 +5,7 @@
 #
 #   bash scripts/multiworker_accuracy.sh [data_dir] [output_dir]   # seeds 1-3, ~30 min on 2 cores
 # Prints one line per run (eval_accuracy, global_step, wall time) and the mean per setup.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 DATA="${1:-/work/shared/data/classify/chnsenticorp}"
 OUT="${2:-output/multiworker_accuracy}"

@@ -17,6 +17,7 @@
 # its own measured seconds per step (a 30-step calibration run), so all get the same time.
 # LOCK: a file to flock around every timed run (default: none), so timings of concurrent jobs do
 # not overlap. Every stage is skipped when its output exists, so a rerun continues.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 WORK="${1:-output/objective_comparison}"
 SHARED="${SHARED:-../shared/data}"

@@ -7,6 +7,7 @@
 #   PRECISIONS="bf16" bash scripts/precision_accuracy.sh          # some precisions only
 # Prints one line per run with eval_accuracy and the updates skipped by fp16 loss scaling, then
 # the mean per precision; each run is written under output_dir/<precision>-<seed>.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 DATA="${1:-/work/shared/data/classify/chnsenticorp}"
 OUT="${2:-output/precision_accuracy}"

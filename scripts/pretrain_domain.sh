@@ -13,6 +13,7 @@
 # reviews are used, so `bash scripts/pretrain_domain.sh` alone runs on a CPU in a few minutes.
 # The domain model ends up in WORK_DIR/pretrained/export/ (bert_model.ckpt, bert_config.json,
 # vocab.txt: the layout of a Google release, usable as BERT_DIR by the other scripts).
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 
 WORK_DIR="${1:-domain_output}"

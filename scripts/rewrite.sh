@@ -13,6 +13,7 @@
 #
 # Knobs (environment): COLUMN_ORDER (source_target | target_source), MAX_SEQ_LENGTH,
 # MAX_TARGET_LENGTH, PRETRAIN_STEPS, EPOCHS, BATCH (per tower), LR, BEAM, N_GPUS.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 
 if [ $# -lt 2 ]; then

@@ -17,6 +17,7 @@
 #
 # MRPC_DIR (default ../shared/data/glue/MRPC). Trained models are kept in work_dir and reused.
 # Needs the benchmark extra (pip install -r requirements-bench.txt). Run it on a quiet machine.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 WORK="${1:-output/serving_table}"
 MRPC_DIR="${MRPC_DIR:-../shared/data/glue/MRPC}"

@@ -6,6 +6,7 @@
 # The whole suite and the fast tier run in BERT_MGPU_TEST_WORKERS worker processes (default 2,
 # pytest-xdist), each test file whole in one worker, the longest files first
 # (tests/conftest.py); what you name runs in this process, unless you add -n 2 yourself.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 export CUDA_VISIBLE_DEVICES=""
 workers=(-n "${BERT_MGPU_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)

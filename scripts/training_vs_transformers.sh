@@ -13,6 +13,7 @@
 #
 # Needs the benchmark extra (pip install -r requirements-bench.txt). Run it on a quiet machine:
 # other jobs slow every contender of a round alike, but the absolute figures drop.
+source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 if [ "${ISA:-}" = AVX2 ]; then
   eval "$(python benchmarks/machine.py --avx2_env)"
