@@ -63,7 +63,8 @@ flags.DEFINE_string("task_name", None,
                     "text<TAB>label or text_a<TAB>text_b<TAB>label files).")
 flags.DEFINE_enum("truncation", "head", list(tokenization.TRUNCATION_MODES),
                   "How to shorten texts longer than max_seq_length: head keeps the start, tail "
-                  "the end, head_tail the first 128 and the last max_seq_length-130 tokens.")
+                  "the end, head_tail the first 128 and the last max_seq_length-130 tokens "
+                  "(so it needs --max_seq_length >= 131).")
 flags.DEFINE_enum("long_text", "truncate", list(tokenization.LONG_TEXT_MODES),
                   "Texts longer than max_seq_length: truncate (cut by --truncation) or sliding "
                   "(overlapping windows of max_seq_length every --doc_stride tokens, each a "
@@ -143,9 +144,7 @@ def predicting():
 
 
 def check_modes():
-  """At least one mode, the --data_dir the modes that read it need, and --export_tflite's
-  companions (InputError)."""
-  saved_model_export.check_tflite_flags()
+  """At least one mode, and the --data_dir the modes that read it need (InputError)."""
   if not (FLAGS.do_train or FLAGS.do_eval or predicting() or FLAGS.do_export):
     raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
                          "--predict_file) or --do_export must be set")
@@ -165,11 +164,17 @@ class Task(object):
   """
 
   def __init__(self, setup):
-    """Checks the task's flags and loads the model config and tokenizer (InputError)."""
+    """Checks the task's flags and loads the model config and tokenizer (InputError).
+
+    The flags a run that does not train takes from run_info.json (--long_text, --truncation,
+    --max_seq_length ...) are checked here, once run_setup has adopted them.
+    """
     self.setup = setup
     common_flags.check_periodic_eval_flags()
     self.class_weights = weighting.parse(FLAGS.class_weights)
     self.doc_stride = check_long_text_flags()
+    check_truncation()
+    saved_model_export.check_tflite_flags()
     self.sliding = FLAGS.long_text == "sliding"
     self.bert_config, self.tokenizer, self.tokenizer_digest = (
         common_flags.load_config_and_tokenizer(setup))
@@ -367,6 +372,19 @@ def export_layout(setup, sliding):
   return classifier_data.input_layout(
       {"test": processor.get_test_examples(FLAGS.data_dir) if os.path.isfile(test_file)
                else processor.get_dev_examples(FLAGS.data_dir)}, lambda _: FLAGS.data_dir)
+
+
+def check_truncation():
+  """--truncation=head_tail needs a --max_seq_length that leaves tokens for the end of a text
+  after its first HEAD_TAIL_HEAD_TOKENS (InputError): below that it is --truncation=head."""
+  smallest = tokenization.HEAD_TAIL_HEAD_TOKENS + 3  # [CLS], [SEP] and one token of the end
+  if FLAGS.truncation == "head_tail" and FLAGS.max_seq_length < smallest:
+    raise cli.InputError(
+        "--truncation=head_tail: needs --max_seq_length >= %d (got %d): it keeps the first %d "
+        "tokens of a text and fills the rest from its end, and at --max_seq_length=%d nothing "
+        "is left for the end; use --truncation=head, which is what it would do" %
+        (smallest, FLAGS.max_seq_length, tokenization.HEAD_TAIL_HEAD_TOKENS,
+         FLAGS.max_seq_length))
 
 
 def check_long_text_flags():
