@@ -16,7 +16,8 @@ are masked on the fly, differently at every pass (--masking, --masked_lm_prob, -
 
 Outputs in --output_dir: checkpoints (a re-run resumes from the latest), TensorBoard summaries,
 export/ after training (bert_model.ckpt with the model weights only, bert_config.json and the
-vocabulary: start fine-tuning from export/bert_model.ckpt), eval_results.txt (stock keys) and
+vocabulary, --vocab_file's or the vocab.txt beside --init_checkpoint: start fine-tuning from
+export/bert_model.ckpt), eval_results.txt (stock keys) and
 predict.txt (each masked position's original and predicted token, one line per eval example, in
 input order). --do_eval and --do_predict use --eval_batch_size per tower.
 
@@ -49,6 +50,7 @@ from pretraining import masking
 from pretraining import mlm
 from pretraining import records as pretraining_records
 from pretraining import similar_words
+import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -321,9 +323,34 @@ def eval_input():
 
 
 # The training records and what reads them: their files and format (record_format), the model
-# config, the masking config (dynamic records) and the --objective.
+# config, the masking config (dynamic records), the --objective, and the vocabulary export/ gets
+# (export_vocabulary).
 TrainingData = collections.namedtuple("TrainingData", ["files", "fmt", "bert_config",
-                                                       "masking_config", "objective"])
+                                                       "masking_config", "objective",
+                                                       "vocabulary"])
+
+
+def export_vocabulary(setup, bert_config):
+  """(vocab_file, spm_model_file) that export/ gets beside the weights: the flags', else the
+  vocab.txt beside --init_checkpoint when it has the config's vocab_size (a Google release and
+  convert_hf_checkpoint.py's folder keep it there; the records hold ids, so the README's run
+  passes no --vocab_file), else (None, None), with a warning: export/ then has no vocabulary."""
+  if FLAGS.vocab_file or FLAGS.spm_model_file:
+    return FLAGS.vocab_file, FLAGS.spm_model_file
+  beside = (os.path.join(os.path.dirname(setup.init_checkpoint), "vocab.txt")
+            if setup.init_checkpoint else None)
+  if beside and os.path.isfile(beside):
+    size = len(tokenization.load_vocab(beside))
+    if size == bert_config.vocab_size:
+      logging.info("export/ gets %s, the vocabulary beside --init_checkpoint (pass --vocab_file "
+                   "for another)", beside)
+      return beside, None
+    logging.warning("%s, beside --init_checkpoint, has %d entries but vocab_size=%d: not copied",
+                    beside, size, bert_config.vocab_size)
+  logging.warning("export/ will hold no vocabulary: pass --vocab_file (the vocabulary the records "
+                  "were made with) to put vocab.txt beside the exported weights, as fine-tuning "
+                  "from export/ needs it")
+  return None, None
 
 
 def read_training_data(setup):
@@ -333,7 +360,8 @@ def read_training_data(setup):
   fmt = record_format(train_files, "input_file")
   bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
   check_vocab_matches(bert_config, train_files)
-  return TrainingData(train_files, fmt, bert_config, masking_config, objective)
+  vocabulary = export_vocabulary(setup, bert_config) if setup.is_chief else (None, None)
+  return TrainingData(train_files, fmt, bert_config, masking_config, objective, vocabulary)
 
 
 def train(setup, data):
@@ -354,8 +382,8 @@ def export(setup, data):
   """export/ after training (the model weights only, the config and the vocabulary), then the
   objective's check of the trained model when it has one."""
   objective = data.objective
-  checkpoints.export_model(setup.output_dir, data.bert_config, FLAGS.vocab_file,
-                           FLAGS.spm_model_file, scopes=objective.export_scopes,
+  checkpoints.export_model(setup.output_dir, data.bert_config, *data.vocabulary,
+                           scopes=objective.export_scopes,
                            extra_writes=objective.export_writes(setup.output_dir))
   if objective.diagnose_after_training:
     check_trained(setup, objective, data.files, data.fmt, data.masking_config)

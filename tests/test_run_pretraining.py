@@ -337,6 +337,24 @@ def test_vocabulary_must_fit_the_config(data, tmp_path, parse_flags):
     run_pretraining_mgpu.check_vocab_matches(small_config, [data["static"]])
 
 
+def test_export_gets_the_vocabulary_beside_the_init_checkpoint(data, tmp_path, parse_flags):
+  """The README's continued pretraining passes no --vocab_file (the records hold ids): export/
+  gets the vocab.txt of the release it continued, when it fits the config; else a warning."""
+  release = tmp_path / "release"
+  release.mkdir()
+  setup = _setup(tmp_path)._replace(init_checkpoint=str(release / "bert_model.ckpt"))
+  config = modeling.BertConfig(**CONFIG)
+  parse_flags(["--vocab_file=" + data["vocab"]])
+  assert run_pretraining_mgpu.export_vocabulary(setup, config) == (data["vocab"], None)
+  parse_flags([])
+  assert run_pretraining_mgpu.export_vocabulary(setup, config) == (None, None)  # none beside
+  (release / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+  assert run_pretraining_mgpu.export_vocabulary(setup, config) == (
+      str(release / "vocab.txt"), None)
+  wider = modeling.BertConfig(**dict(CONFIG, vocab_size=len(VOCAB) + 1))
+  assert run_pretraining_mgpu.export_vocabulary(setup, wider) == (None, None)
+
+
 def test_bad_input_exits_2_with_one_error_line(data, tmp_path):
   result = _run_script(["--input_file=" + data["static"], "--max_seq_length=64",
                         "--output_dir=" + str(tmp_path / "out"), "--do_train"], data)
