@@ -25,7 +25,9 @@ that task's TensorFlow server, so the chief first asks each task's server for it
 (`wait_for_tasks`, `server_devices`) and names what holds an address instead. Before
 training, `handshake` gathers from every process the facts that must agree (tower count, batch,
 model, steps...) and what only the chief knows (the step of its latest checkpoint); a mismatch
-or a process that never joins is a one-line error naming the task. Processes about to end
+or a process that never joins is a one-line error naming the task (the other processes first
+wait for the chief's server: their Session would ask a missing chief for step numbers without
+end, whatever the collective's timeout). Processes about to end
 after their last collective (a refused handshake, the end of training) first pass a barrier
 together (`leave_together`), so that no one's exit cuts off another's last result.
 """
@@ -347,19 +349,23 @@ def release_tasks(cluster, config, timeout_s=10.0):
       logging.warning("Could not release every task (%s)", type(e).__name__)
 
 
-def wait_for_tasks(cluster, timeout_s):
-  """Waits until every task's server answers (the chief of an in-graph run, before a Session).
+def wait_for_tasks(cluster, timeout_s, ranks=None):
+  """Waits until the servers of tasks `ranks` answer (default: every task but the chief).
 
-  A Session whose graph spans the tasks waits without end for a task whose address accepts
-  connections but does not answer as that task's TensorFlow server (another program, or
-  another run's process, holds the port): so each task is asked for its devices first.
+  Before a Session of the chief of an in-graph run, and before a non-chief's first collective
+  (ranks [0]): a Session whose graph spans the tasks waits without end for a task whose address
+  accepts connections but does not answer as that task's TensorFlow server (another program, or
+  another run's process, holds the port), and a non-chief's Session asks the chief, the leader
+  of every collective group, for step numbers again and again without end, whatever the
+  collective's timeout. So each task is asked for its devices first.
 
   Raises:
     InputError: naming the tasks that did not answer within timeout_s, and what is at their
       addresses instead.
   """
   deadline = time.time() + timeout_s
-  missing, told = list(range(1, len(cluster.tasks))), False
+  missing = list(range(1, len(cluster.tasks)) if ranks is None else ranks)
+  told = False
   while missing:
     missing = [r for r in missing if not _serves_as(cluster, r, seconds=1.0)]
     if missing and not told:
@@ -472,6 +478,8 @@ def handshake(cluster, config, must_agree, from_chief, timeout_s):
   mine = [cluster.rank] + [_fact_value(v) for v in list(must_agree.values()) +
                            list(from_chief.values())]
   target = session_target(cluster, config)
+  if not cluster.is_chief:
+    wait_for_tasks(cluster, timeout_s, ranks=[0])
   with tf.Graph().as_default():
     gathered = _all_gather_row(cluster, mine, timeout_s)
     parted = _all_gather_row(cluster, [cluster.rank], min(timeout_s, _PARTING_TIMEOUT_S))

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -276,6 +277,41 @@ def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
   finally:
     for holder in holders:
       holder.close()
+
+
+def _accept_and_close(listener):
+  """Accepts every connection to `listener` and closes it at once, until the listener closes."""
+  while True:
+    try:
+      listener.accept()[0].close()
+    except OSError:
+      return
+
+
+def test_a_worker_whose_chief_never_joins_stops_within_its_timeout(task, tmp_path):
+  """Task 1 alone, its chief's address (a) free, (b) held by a plain listener, (c) a listener
+  that closes every connection at once: each stops after --collective_timeout_s with a line
+  naming the chief and what is at its address (it waited without end for the chief's step
+  numbers, whatever its timeout)."""
+  hosts = [_hosts() for _ in range(3)]
+  chiefs = [h.split(",")[0] for h in hosts]
+  held = socket.create_server(("localhost", int(chiefs[1].split(":")[1])), backlog=128)
+  closing = socket.create_server(("localhost", int(chiefs[2].split(":")[1])), backlog=128)
+  threading.Thread(target=_accept_and_close, args=(closing,), daemon=True).start()
+  expected = ["task 0 (worker:0 at %s) not reachable: nothing listens there" % chiefs[0]] + [
+      "task 0 (worker:0 at {0}): something that is not a TensorFlow server listens at {0}"
+      .format(chief) for chief in chiefs[1:]]
+  commands = [_commands(task, tmp_path / ("out%d" % i), h, "--do_train",
+                        "--collective_timeout_s=3")[1] for i, h in enumerate(hosts)]
+  started = time.time()
+  try:
+    results = finish_processes(start_processes(commands), 60)
+  finally:
+    held.close()
+    closing.close()
+  for proc, fragment in zip(results, expected):
+    assert_one_line_error(proc, fragment + " (waited 3 s)")
+  assert time.time() - started < 45
 
 
 def _pretraining_commands(data, out, hosts, *extra):
