@@ -32,16 +32,38 @@ def checkpoint_exists(prefix):
 
 
 def check_init_checkpoint(init_checkpoint):
-  """Raises InputError unless `init_checkpoint` is None or an existing checkpoint prefix; a
-  folder (a run's output_dir, a release, a Hugging Face model) is told which checkpoint of it,
-  or which tool, to use."""
-  if not init_checkpoint or checkpoint_exists(init_checkpoint):
+  """Raises InputError unless `init_checkpoint` is None or a checkpoint prefix whose files read
+  back whole (check_whole); a folder (a run's output_dir, a release, a Hugging Face model) is
+  told which checkpoint of it, or which tool, to use, and a file of a checkpoint its prefix."""
+  if not init_checkpoint:
+    return
+  what = "--init_checkpoint=%s" % init_checkpoint
+  if checkpoint_exists(init_checkpoint):
+    check_whole(init_checkpoint, what)
     return
   if os.path.isdir(init_checkpoint):
-    raise InputError("--init_checkpoint=%s: expected a checkpoint prefix, not a folder; the "
-                     "folder %s" % (init_checkpoint, describe_folder(init_checkpoint)))
-  raise InputError("--init_checkpoint=%s: no checkpoint there (expected %s.index and data "
-                   "files, e.g. .../bert_model.ckpt)" % (init_checkpoint, init_checkpoint))
+    raise InputError("%s: expected a checkpoint prefix, not a folder; the folder %s" %
+                     (what, describe_folder(init_checkpoint)))
+  prefix = _FILE_SUFFIX.sub("", init_checkpoint)
+  if prefix != init_checkpoint and checkpoint_exists(prefix):
+    raise InputError("%s: expected the checkpoint's prefix, not one of its files: "
+                     "--init_checkpoint=%s" % (what, prefix))
+  raise InputError("%s: no checkpoint there (expected %s.index and data files, e.g. "
+                   ".../bert_model.ckpt)" % (what, init_checkpoint))
+
+
+# The files of a checkpoint prefix P: P.index, P.data-00000-of-00001, ..., P.meta.
+_FILE_SUFFIX = re.compile(r"\.(index|data-\d+-of-\d+|meta)$")
+
+
+def check_whole(checkpoint, what):
+  """Raises InputError, with `what` (e.g. "--init_checkpoint=...") and the file at fault, unless
+  every tensor of `checkpoint` reads back whole and finite (_checkpoint_problem)."""
+  problem = _checkpoint_problem(checkpoint)
+  if problem:
+    raise InputError("%s: the checkpoint cannot be used: %s%s" % (
+        what, problem, "" if problem.startswith(_NON_FINITE) else
+        "; copy it again whole (its .index and .data-* files)"))
 
 
 # Files of a Hugging Face model folder (transformers' save_pretrained).
@@ -228,18 +250,33 @@ def _checkpoint_problem(prefix):
   return _INTACT[prefix][1]
 
 
+_NON_FINITE = "non-finite values in"
+
+
 def _read_back(prefix):
-  """Reads every tensor of a checkpoint (TensorFlow checks each one's CRC); returns a problem."""
-  if not tf.io.gfile.exists(prefix + ".index"):
+  """Reads every tensor of a checkpoint (TensorFlow checks each one's CRC); returns a problem
+  that names the file at fault, or None."""
+  index = prefix + ".index"
+  if not tf.io.gfile.exists(index):
     return "no .index file"
   try:
     reader = tf.train.load_checkpoint(prefix)
-    for name, dtype in reader.get_variable_to_dtype_map().items():
+  except Exception as e:  # pylint: disable=broad-except  (OpError, ... by damage)
+    return "%s is damaged (%s)" % (index, cli.first_line(str(e), 200))
+  data = sorted(tf.io.gfile.glob(prefix + ".data-*"))
+  if not data and reader.get_variable_to_dtype_map():
+    return "its data file is missing (no %s.data-* beside %s)" % (prefix, index)
+  data = data[0] if len(data) == 1 else "its data files %s.data-*" % prefix
+  for name, dtype in sorted(reader.get_variable_to_dtype_map().items()):
+    try:
       value = reader.get_tensor(name)
-      if dtype.is_floating and not np.all(np.isfinite(value)):
-        return "non-finite values in %s" % name
-  except Exception as e:  # pylint: disable=broad-except  (OpError, IndexError, ... by damage)
-    return "%s: %s" % (type(e).__name__, cli.first_line(str(e), 200))
+    except Exception as e:  # pylint: disable=broad-except  (OpError, IndexError, ... by damage)
+      text = cli.first_line(str(e), 200)
+      how = ("is cut short" if isinstance(e, (IndexError, tf.errors.OutOfRangeError))
+             else "is missing a part" if "No such file" in text else "is damaged")
+      return "%s %s (reading %s: %s)" % (data, how, name, text)
+    if dtype.is_floating and not np.all(np.isfinite(value)):
+      return "%s %s" % (_NON_FINITE, name)
   return None
 
 

@@ -273,6 +273,9 @@ def companion_generator(init_checkpoint):
 
   Returns:
     (generator checkpoint prefix, its modeling.BertConfig), or None.
+
+  Raises:
+    InputError: the generator's checkpoint does not read back whole (checkpoints.check_whole).
   """
   if not init_checkpoint:
     return None
@@ -281,6 +284,8 @@ def companion_generator(init_checkpoint):
   config_file = os.path.join(folder, "generator_config.json")
   if not (checkpoints.checkpoint_exists(checkpoint) and tf.io.gfile.exists(config_file)):
     return None
+  checkpoints.check_whole(checkpoint, "--init_checkpoint=%s has its generator beside it, %s" %
+                          (init_checkpoint, checkpoint))
   return checkpoint, modeling.BertConfig.from_json_file(config_file)
 
 

@@ -290,6 +290,10 @@ def test_build_similar_words_from_checkpoint_embeddings(tmp_path, monkeypatch):
     ("missing", "--init_checkpoint=%(dir)s/nothing.ckpt: no checkpoint there"),
     ("folder", "--init_checkpoint=%(dir)s: expected a checkpoint prefix, not a folder"),
     ("other_vocab", "has 5 word-piece rows but --vocab_file has 23 entries"),
+    ("truncated", "model.ckpt.data-00000-of-00001 is cut short (reading "
+                  "bert/embeddings/word_embeddings"),
+    ("without_data", "its data file is missing (no %(dir)s/model.ckpt.data-*"),
+    ("index_file", "not one of its files: --init_checkpoint=%(dir)s/model.ckpt"),
 ])
 def test_build_similar_words_checkpoint_errors_name_the_flag(tmp_path, case, fragment):
   corpus = _write(tmp_path / "corpus.txt", "the cat and the dog\n" * 5)
@@ -302,6 +306,12 @@ def test_build_similar_words_checkpoint_errors_name_the_flag(tmp_path, case, fra
     options["init_checkpoint"] = str(tmp_path / "nothing.ckpt")
   elif case == "folder":
     options["init_checkpoint"] = str(tmp_path)
+  elif case == "truncated":
+    os.truncate(str(tmp_path / "model.ckpt.data-00000-of-00001"), 40)
+  elif case == "without_data":
+    os.remove(str(tmp_path / "model.ckpt.data-00000-of-00001"))
+  elif case == "index_file":
+    options["init_checkpoint"] += ".index"
   with pytest.raises(InputError) as error:
     build_similar_words.run(**options)
   assert fragment % {"dir": tmp_path} in str(error.value)
