@@ -323,3 +323,25 @@ def test_bad_electra_flags_are_one_line_errors(args, fragment):
     assert fragment in str(error.value)
   finally:
     flags.FLAGS.unparse_flags()
+
+
+def test_a_generator_beside_the_init_checkpoint_cut_short_is_one_error_naming_it(tmp_path):
+  """export/generator/generator.ckpt, continued by a run from export/bert_model.ckpt, is read
+  back whole where it is found: its data file cut short is an InputError naming that file
+  (restoring it failed later as an internal OutOfRangeError)."""
+  folder = tmp_path / "generator"
+  folder.mkdir()
+  with tf.Graph().as_default():
+    table = tf.get_variable("generator/dense/kernel", initializer=np.ones((8, 4), np.float32))
+    with tf.Session() as sess:
+      sess.run(table.initializer)
+      tf.train.Saver([table]).save(sess, str(folder / "generator.ckpt"), write_meta_graph=False)
+  (folder / "generator_config.json").write_text(modeling.BertConfig(30).to_json_string())
+  init = str(tmp_path / "bert_model.ckpt")
+  assert electra_pretraining.companion_generator(init)[0] == str(folder / "generator.ckpt")
+  os.truncate(str(folder / "generator.ckpt.data-00000-of-00001"), 64)
+  with pytest.raises(InputError, match=r"--init_checkpoint=\S+bert_model\.ckpt has its generator "
+                                       r"beside it, \S+generator\.ckpt: the checkpoint cannot be "
+                                       r"used: \S+generator\.ckpt\.data-00000-of-00001 is cut "
+                                       r"short \(reading generator/dense/kernel"):
+    electra_pretraining.companion_generator(init)
