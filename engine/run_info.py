@@ -83,7 +83,44 @@ def read(output_dir):
   if not isinstance(info, dict):
     raise InputError("%s: expected a JSON object; delete it to adopt the run as it is now" %
                      path)
+  for key, value in sorted(info.items()):
+    problem = _type_problem(key, value)
+    if problem:
+      raise InputError("%s: %s; delete it to adopt the run as it is now" % (path, problem))
   return info
+
+
+# The JSON type of each value that readers of run_info.json rely on (null: not recorded). Other
+# keys are kept as they are; the flags' values are checked against each flag where a run adopts
+# them (run_setup).
+_TYPES = {
+    "script": str, "vocab_file": str, "task": str, "input_layout": str, "objective": str,
+    "format_version": int, "global_batch_size": int, "labels": list, DIVERGENCES: list,
+    "bert_config": dict, "generator_config": dict, "vocab": dict, FLAGS_KEY: dict,
+    TRAINING_FLAGS: dict, SCHEDULE: dict, "head_first": dict,
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object",
+               float: "a number"}
+_SCHEDULE_TYPES = {"num_train_steps": int, "num_warmup_steps": int, "head_first_steps": int,
+                   "learning_rate": float}
+
+
+def _type_problem(key, value):
+  """Why run_info.json's `value` of `key` is not what its readers expect, or None."""
+  def wrong(name, value, expected):
+    if value is None or expected is None:
+      return None
+    if isinstance(value, bool) or not isinstance(
+        value, (int, float) if expected is float else expected):
+      return "%s is %s: expected %s" % (name, json.dumps(value, ensure_ascii=False)[:80],
+                                        _TYPE_NAMES[expected])
+    return None
+  problem = wrong(key, value, _TYPES.get(key))
+  if not problem and key == SCHEDULE and value:
+    problem = next((p for p in (wrong("%s.%s" % (key, name), value.get(name), expected)
+                                for name, expected in sorted(_SCHEDULE_TYPES.items())) if p),
+                   None)
+  return problem
 
 
 def check(output_dir, info, has_model, flag="output_dir", otherwise="use a new --output_dir"):

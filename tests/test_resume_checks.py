@@ -79,3 +79,27 @@ def test_resuming_under_another_schedule_says_how_the_rate_jumps(task, tmp_path)
   assert ("Resuming at step 16 under another learning-rate schedule: 16 steps (1 warm-up) at "
           "peak 0.002 before, 32 steps (3 warm-up) at peak 0.002 now, so the rate at step 16 "
           "jumps from 0 to 0.001") in proc.stderr
+
+
+@pytest.mark.parametrize("key, value, problem", [
+    ("flags", [1], "flags is [1]: expected an object"),
+    ("schedule", {"num_train_steps": 8, "num_warmup_steps": 0, "learning_rate": "x"},
+     'schedule.learning_rate is "x": expected a number'),
+    ("global_batch_size", True, "global_batch_size is true: expected an integer"),
+    ("labels", "negpos", 'labels is "negpos": expected a list'),
+])
+def test_run_info_of_the_wrong_types_is_one_error_naming_the_key(tmp_path, key, value, problem):
+  """run_info.json's readers index its values (the schedule's numbers, the flags' object): a
+  value of another type is an InputError naming the file and the key where it is read."""
+  from core.errors import InputError  # pylint: disable=g-import-not-at-top
+  from engine import run_info  # pylint: disable=g-import-not-at-top
+  good = {"script": "run_classifier_mgpu.py", "flags": {"max_seq_length": 16},
+          "schedule": {"num_train_steps": 8, "num_warmup_steps": 0, "learning_rate": 1e-3},
+          "global_batch_size": 4, "labels": ["neg", "pos"]}
+  run_info.write(str(tmp_path), good)
+  assert run_info.read(str(tmp_path))["schedule"]["learning_rate"] == 1e-3
+  run_info.write(str(tmp_path), dict(good, **{key: value}))
+  with pytest.raises(InputError) as error:
+    run_info.read(str(tmp_path))
+  assert str(error.value).startswith(
+      "%s: %s" % (os.path.join(str(tmp_path), run_info.FILE_NAME), problem)), error.value
