@@ -112,7 +112,9 @@ def define_model_flags():
           "written. A re-run resumes from the latest checkpoint found here.")
   _define("string", "init_checkpoint", None,
           "Initial checkpoint, usually a pre-trained Google BERT model (e.g. "
-          "chinese_L-12_H-768_A-12/bert_model.ckpt). Ignored when output_dir has a checkpoint.")
+          "chinese_L-12_H-768_A-12/bert_model.ckpt). Ignored when output_dir has a checkpoint "
+          "(the run continues from that; a missing or damaged one is then only logged, except "
+          "under --head_first_steps, which needs it).")
   _define("integer", "max_seq_length", 128,
           "Maximum total input length in WordPiece tokens after tokenization; longer inputs are "
           "truncated, shorter ones padded. At most the config's max_position_embeddings (512).")
@@ -386,6 +388,7 @@ def define_predict_flags():
           "Where the predictions go, one line per example in input order (default "
           "output_dir/predict.txt; - for standard output). Scores go next to it as "
           "<name>_probabilities.tsv.")
+  cli.also_writes("predict_output")
 
 
 def predict_output(setup):

@@ -14,7 +14,8 @@ chief?" -- through the parallel spec. The answer is the process's role, which th
 acts on in plain view, and decides where this process writes and what it restores:
 
   the chief       trains, then evaluates, predicts and exports: output_dir = --output_dir,
-                  init_checkpoint = --init_checkpoint
+                  init_checkpoint = --init_checkpoint (None when it is missing or damaged and
+                  --output_dir has a checkpoint to continue from: logged, see _init_checkpoint)
   another process trains on its shard of the data, then is done (main returns): output_dir =
                   a private scratch directory (its feature caches; removed at exit),
                   init_checkpoint = None (its weights come from the chief's broadcast)
@@ -38,6 +39,7 @@ never FLAGS.output_dir or FLAGS.init_checkpoint, and never rebuilds the parallel
 import atexit
 import collections
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -135,8 +137,10 @@ def from_flags(trains=False):
   _require_output_dir()
   if trains and spec.cluster.is_chief:
     _lock(FLAGS.output_dir)
-  output_dir, init_checkpoint = FLAGS.output_dir, FLAGS.init_checkpoint
-  if not spec.cluster.is_chief:
+  output_dir = FLAGS.output_dir
+  if spec.cluster.is_chief:
+    init_checkpoint = _init_checkpoint(output_dir)
+  else:
     output_dir = tempfile.mkdtemp(prefix="bert-mgpu-task%d-" % spec.cluster.rank)
     atexit.register(shutil.rmtree, output_dir, True)
     init_checkpoint = None
@@ -147,6 +151,27 @@ def from_flags(trains=False):
   return RunSetup(parallel=spec, output_dir=output_dir, init_checkpoint=init_checkpoint,
                   precision=_precision(), train_batch_size=FLAGS.train_batch_size,
                   trains=trains)
+
+
+def _init_checkpoint(output_dir):
+  """--init_checkpoint, checked whole (checkpoints.check_init_checkpoint: InputError), or None
+  when it cannot be used but output_dir holds a checkpoint, which the run continues from: the
+  init checkpoint is not needed then (logged). Under --head_first_steps it still is: which
+  parts it lacks decides what stays frozen and when the schedule restarts."""
+  from engine import checkpoints  # pylint: disable=g-import-not-at-top
+  try:
+    checkpoints.check_init_checkpoint(FLAGS.init_checkpoint)
+    return FLAGS.init_checkpoint
+  except InputError as e:
+    latest = checkpoints.latest_checkpoint(output_dir)
+    if not latest:
+      raise
+    if "head_first_steps" in FLAGS and FLAGS.head_first_steps:
+      raise InputError("%s. --head_first_steps=%d needs it to continue from %s: which heads it "
+                       "lacks decides what stays frozen" % (e, FLAGS.head_first_steps, latest))
+    logging.warning("%s. Not needed: the run continues from %s, the checkpoint of --output_dir",
+                    e, latest)
+    return None
 
 
 def _adopt_recorded_flags(output_dir):
@@ -165,6 +190,14 @@ def _adopt_recorded_flags(output_dir):
   for name, value in sorted(recorded.items()):
     if name not in FLAGS or FLAGS[name].present or value == FLAGS[name].value:
       continue
+    try:
+      if value is not None:  # None: the flag's "not set", which every flag may hold.
+        FLAGS[name].parser.parse(value)
+    except (TypeError, ValueError) as e:
+      raise InputError("%s: %s.%s is %s, not a value of --%s (%s); pass --%s, or delete the "
+                       "file to adopt the run as it is now" % (
+                           os.path.join(output_dir, run_info.FILE_NAME), run_info.FLAGS_KEY,
+                           name, json.dumps(value, ensure_ascii=False)[:80], name, e, name))
     if name in ("bert_config_file", "vocab_file", "spm_model_file") and value and (
         not os.path.isfile(value)):
       logging.warning("%s/%s names --%s=%s, which no longer exists; pass --%s", output_dir,
@@ -209,28 +242,33 @@ def _lock(output_dir):
   path = os.path.join(output_dir, LOCK_FILE)
   if path in _HELD:
     return
-  handle = open(path, "a+")
+  handle = open(path, "a+b")
   try:
     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except OSError:
-    handle.seek(0)
-    holder = handle.read().strip() or "another process"
+    holder = _lock_note(handle) or "another process"
     handle.close()
     raise InputError("--output_dir=%s is in use by another training run (%s): its checkpoints "
                      "would interleave with this run's. Wait for it to finish, or choose "
                      "another --output_dir" % (output_dir, holder))
-  handle.seek(0)
-  previous = handle.read().strip()
+  previous = _lock_note(handle)
   if previous:
     logging.info("Took over the lock of --output_dir=%s left by a run that ended (%s)",
                  output_dir, previous)
   handle.seek(0)
   handle.truncate()
-  handle.write("pid %d on %s since %s" % (os.getpid(), socket.gethostname(),
-                                           time.strftime("%Y-%m-%d %H:%M:%S")))
+  handle.write(("pid %d on %s since %s" % (os.getpid(), socket.gethostname(),
+                                            time.strftime("%Y-%m-%d %H:%M:%S"))).encode("utf-8"))
   handle.flush()
   _HELD[path] = handle
   atexit.register(_release, path)
+
+
+def _lock_note(handle):
+  """What the lock file (opened in binary) says of its holder: a note for the log, never parsed,
+  so bytes that are not UTF-8 (a damaged file) show as U+FFFD instead of stopping the run."""
+  handle.seek(0)
+  return handle.read(1000).decode("utf-8", errors="replace").strip()
 
 
 def _release(path):
