@@ -48,25 +48,39 @@ class TfliteClassifier(object):
           saved_model_dir, TFLITE_ASSET))
     with open(os.path.join(assets, "export_config.json"), encoding="utf-8") as f:
       spec = json.load(f)
+    if spec.get("long_text", "truncate") != "truncate":
+      raise InputError("%s: exported with --long_text=%s, whose texts are pooled over windows "
+                       "that this class does not make; serve its SavedModel signatures" % (
+                           saved_model_dir, spec["long_text"]))
     self.labels = list(spec["labels"])
     self.text_b = spec["text_b"]
     self.max_seq_length = spec["max_seq_length"]
     self.truncation = spec["truncation"]
     self.tokenizer = tokenization.FullTokenizer(os.path.join(assets, "vocab.txt"),
                                                 do_lower_case=spec["do_lower_case"])
-    self.interpreter = _interpreter(model_file, num_threads or os.cpu_count())
-    # The first allocation creates XNNPACK's delegate, which TensorFlow Lite announces with an
-    # INFO line on stderr that no log level reaches: made here, silenced where tf_env silences
-    # TensorFlow's own start-up lines.
-    with tf_env.native_stderr_silenced() if tf_env.QUIET else contextlib.nullcontext():
-      self.interpreter.allocate_tensors()
-    runner = self.interpreter.get_signature_runner()
+    try:
+      self.interpreter = _interpreter(model_file, num_threads or os.cpu_count())
+      # The first allocation creates XNNPACK's delegate, which TensorFlow Lite announces with an
+      # INFO line on stderr that no log level reaches: made here, silenced where tf_env
+      # silences TensorFlow's own start-up lines.
+      with tf_env.native_stderr_silenced() if tf_env.QUIET else contextlib.nullcontext():
+        self.interpreter.allocate_tensors()
+      runner = self.interpreter.get_signature_runner()
+    except (ValueError, RuntimeError) as e:  # What TensorFlow Lite raises for a damaged model.
+      raise InputError("%s: not a TensorFlow Lite model that runs (%s); a file cut short or "
+                       "damaged? Export it again with --do_export --export_tflite" % (
+                           model_file, str(e).strip().splitlines()[0][:200] if str(e).strip()
+                           else type(e).__name__))
     self._inputs = {name: d["index"] for name, d in runner.get_input_details().items()}
     self._outputs = {name: d["index"] for name, d in runner.get_output_details().items()}
     self._shape = None
 
   def features(self, texts_a, texts_b=None):
     """int32 arrays [batch, longest row] per model input, as the run script makes them."""
+    for name, texts in (("texts_a", texts_a), ("texts_b", texts_b)):
+      if isinstance(texts, (str, bytes)):  # Else each of its characters would be a text.
+        raise InputError("%s: expected a list of texts, got one %s; pass [text] for one text"
+                         % (name, type(texts).__name__))
     if self.text_b != (texts_b is not None):
       raise InputError("this model reads %s; got %s" % (
           "text pairs (text_a and text_b)" if self.text_b else "one text (text_a)",
@@ -99,8 +113,9 @@ class TfliteClassifier(object):
     return {name: self.interpreter.get_tensor(index) for name, index in self._outputs.items()}
 
   def classify(self, texts_a, texts_b=None):
-    """Texts (lists of str) -> {"logits", "probabilities": [batch, labels], "label": [batch]};
-    an empty batch gives empty outputs, as the SavedModel's serving_default does."""
+    """Texts (lists of str; one str is refused, not read as its characters) ->
+    {"logits", "probabilities": [batch, labels], "label": [batch]}; an empty batch gives empty
+    outputs, as the SavedModel's serving_default does."""
     features = self.features(texts_a, texts_b)
     if not len(texts_a):
       empty = np.zeros([0, len(self.labels)], dtype=np.float32)

@@ -173,6 +173,11 @@ try:
 except tf.errors.InvalidArgumentError as e:
   print("2-D refused:", [l for l in str(e).splitlines() if "expected" in l][0])
 try:
+  serve(text_a=tf.constant("a"), text_b=tf.constant("c"))
+  print("one text accepted")
+except tf.errors.InvalidArgumentError as e:
+  print("one text refused:", [l for l in str(e).splitlines() if "expected" in l][0])
+try:
   serve(text_a=tf.constant(["a", "b"]), text_b=tf.constant(["c", "d", "e"]))
   print("uneven accepted")
 except tf.errors.InvalidArgumentError as e:
@@ -182,7 +187,8 @@ except tf.errors.InvalidArgumentError as e:
 
 def test_an_empty_batch_gives_empty_outputs_and_a_2d_or_uneven_batch_is_refused(classifier):
   """Both texts of a pair go through the tokenizer as one batch, so a text_b batch of another
-  size must be refused by name, not read as the next examples' first texts."""
+  size must be refused by name, not read as the next examples' first texts. One text (a
+  scalar) is refused by name too."""
   _, out = classifier
   proc = subprocess.run([sys.executable, "-c", _EDGE_BATCHES, os.path.join(out, "saved_model")],
                         capture_output=True, text=True, cwd="/", timeout=300)
@@ -190,6 +196,7 @@ def test_an_empty_batch_gives_empty_outputs_and_a_2d_or_uneven_batch_is_refused(
   assert "empty (0,) (0, 2)" in proc.stdout
   assert "2-D refused: " in proc.stdout and (
       "text_a: expected a 1-D batch of strings, one text per example" in proc.stdout)
+  assert "one text refused: text_a: expected a 1-D batch of strings" in proc.stdout
   assert "uneven refused: " in proc.stdout and (
       "text_b: expected one text per text_a, as many texts as text_a" in proc.stdout)
 
@@ -343,6 +350,9 @@ def test_tflite_export_serves_the_saved_models_logits_one_text_at_a_time_and_in_
   assert batch["label"] == served["label"]
   with pytest.raises(InputError, match="this model reads text pairs"):
     model.classify(texts_a)
+  with pytest.raises(InputError, match=r"texts_a: expected a list of texts, got one str; "
+                                       r"pass \[text\] for one text"):
+    model.classify(texts_a[0], texts_b[0])
   empty = model.classify([], [])
   assert empty["logits"].shape == (0, 2) and empty["label"] == []
   # In a user's process on a machine without a GPU: no start-up noise, no TFLite INFO line.
@@ -354,6 +364,26 @@ def test_tflite_export_serves_the_saved_models_logits_one_text_at_a_time_and_in_
   noise = [line for line in proc.stderr.splitlines() if "XNNPACK" in line or any(
       pattern.search(line) for _, pattern in test_quiet_scripts.NOISE)]
   assert not noise, noise
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.99])
+def test_a_tflite_model_cut_short_is_one_error_naming_it(tmp_path, keep):
+  """A damaged assets/model.tflite (cut at half its bytes: TensorFlow Lite's reader refuses it;
+  cut by its last bytes: its first allocation does) is an InputError naming the file."""
+  from serving import tflite_classifier  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default(), tf.Session() as sess:
+    ids = tf.placeholder(tf.float32, [1, 4], name="ids")
+    logits = tf.identity(tf.matmul(ids, tf.ones([4, 2])) + 1.0, name="logits")
+    model = tf.lite.TFLiteConverter.from_session(sess, [ids], [logits]).convert()
+  assets = tmp_path / "saved_model" / "assets"
+  assets.mkdir(parents=True)
+  (assets / "model.tflite").write_bytes(model[:int(len(model) * keep)])
+  shutil.copy(ENGLISH_VOCAB, str(assets / "vocab.txt"))
+  (assets / "export_config.json").write_text(json.dumps(dict(
+      labels=["a", "b"], text_b=False, max_seq_length=8, truncation="head", do_lower_case=True)))
+  with pytest.raises(InputError, match=r"assets/model\.tflite: not a TensorFlow Lite model that "
+                                       r"runs \(.+\); a file cut short or damaged\?"):
+    tflite_classifier.TfliteClassifier(str(tmp_path / "saved_model"), num_threads=1)
 
 
 @pytest.mark.parametrize("extra,message", [
