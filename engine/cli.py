@@ -345,18 +345,40 @@ def interrupt_message(exc, output_flag="output_dir"):
   return "interrupted by %s: %s" % (signal.Signals(signum).name, detail)
 
 
+# Flags that may name a file a script writes besides its output flag's (common_flags registers
+# --predict_output): an interrupt line names the ones given.
+_OTHER_OUTPUT_FLAGS = []
+
+
+def also_writes(flag_name):
+  """Registers --flag_name as naming a file the script writes when given (not "-", standard
+  output), besides what its output flag names: the interrupt line says it is intact too."""
+  if flag_name not in _OTHER_OUTPUT_FLAGS:
+    _OTHER_OUTPUT_FLAGS.append(flag_name)
+
+
+def _intact(first):
+  """`first` (what the output flag keeps), after the files of the other output flags given."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  given = [name for name in _OTHER_OUTPUT_FLAGS if name in flags.FLAGS and
+           flags.FLAGS[name].value not in (None, "", "-")]
+  parts = ["a file already at --%s" % name for name in given] + [first]
+  return "%s %s intact" % (" and ".join(parts),
+                           "are" if len(parts) > 1 or first.startswith("files") else "is")
+
+
 def _what_stays(output_flag):
-  """What an interrupt leaves intact, in the words of the script's output flag."""
+  """What an interrupt leaves intact, in the words of the script's output flags."""
   if output_flag == "output_dir":
-    return "files already in --output_dir are intact"
-  return "a file already at --%s is intact" % output_flag
+    return _intact("files already in --output_dir")
+  return _intact("a file already at --%s" % output_flag)
 
 
 def _advice_after_exit(output_flag):
   """What stays, and what to do, after the watchdog ended a stuck process."""
   if output_flag == "output_dir":
-    return ("the latest checkpoint in --output_dir is intact; rerun the same command to resume "
-            "from it")
+    return ("%s; rerun the same command to resume from it" %
+            _intact("the latest checkpoint in --output_dir"))
   return "%s; rerun the same command" % _what_stays(output_flag)
 
 

@@ -177,6 +177,30 @@ def test_the_interrupt_line_names_the_flag_the_script_writes(tmp_path, run_main_
                       "outputs were not written (%s); rerun the same command" % intact), lines[0]
 
 
+def test_the_interrupt_line_names_predict_output_when_given(tmp_path):
+  """A --predict_file run writing to --predict_output elsewhere: the interrupt line says the
+  file there is intact (it named only --output_dir's files)."""
+  script = tmp_path / "main.py"
+  script.write_text("from absl import flags\n"
+                    "from engine import cli\n"
+                    "flags.DEFINE_string('predict_output', None, '')\n"
+                    "cli.also_writes('predict_output')  # as common_flags does\n"
+                    "def main(_):\n"
+                    "  raise KeyboardInterrupt()\n"
+                    "cli.run_main(main)\n")
+  env = dict(os.environ, PYTHONPATH=fault_cases.REPO_ROOT)
+  for args, intact in (([], "files already in --output_dir are intact"),
+                       (["--predict_output=out/p.txt"], "a file already at --predict_output and "
+                        "files already in --output_dir are intact"),
+                       (["--predict_output=-"], "files already in --output_dir are intact")):
+    proc = subprocess.run([sys.executable, str(script)] + args, env=env, capture_output=True,
+                          text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, proc.stderr
+    assert lines[0] == ("error: interrupted by SIGINT: stopped before this stage finished; its "
+                        "outputs were not written (%s); rerun the same command" % intact)
+
+
 def test_a_stuck_call_still_exits_on_sigterm(tmp_path):
   """The watchdog ends a process whose main thread is stuck inside one TensorFlow call (here:
   an endlessly repeated empty record file, the old hang of an empty training set; Python runs
