@@ -518,16 +518,21 @@ def _all_gather_row(cluster, row, timeout_s):
 def _first_disagreement(cluster, must_agree, by_rank):
   """The one-line error for the first process and fact that differ from the chief's, or None.
 
-  Every process holds the same rows, so every process finds the same disagreement."""
-  chief = by_rank[0]
+  Every process holds the same rows, so every process finds the same disagreement. A fact that
+  is None in one of the two (a flag that does nothing there, as ELECTRA's --disc_weight under
+  --objective=mlm) differs because another one does: that other one is named first."""
+  chief, unused = by_rank[0], _fact_value(None)
   for rank in sorted(by_rank):
-    for j, name in enumerate(must_agree):
-      if by_rank[rank][j] != chief[j]:
-        numeric = isinstance(must_agree[name], (bool, int, np.integer))
-        values = " (%d there, %d on the chief)" % (by_rank[rank][j], chief[j]) if numeric else ""
-        return ("%s has a different %s than the chief, %s%s: start every process with the same "
-                "flags, model and training data" %
-                (cluster.describe(rank), name, cluster.describe(0), values))
+    differ = [j for j in range(len(must_agree)) if by_rank[rank][j] != chief[j]]
+    if differ:
+      j = min(differ, key=lambda j: unused in (by_rank[rank][j], chief[j]))
+      name = list(must_agree)[j]
+      numeric = (isinstance(must_agree[name], (bool, int, np.integer)) and
+                 unused not in (by_rank[rank][j], chief[j]))
+      values = " (%d there, %d on the chief)" % (by_rank[rank][j], chief[j]) if numeric else ""
+      return ("%s has a different %s than the chief, %s%s: start every process with the same "
+              "flags, model and training data" %
+              (cluster.describe(rank), name, cluster.describe(0), values))
   return None
 
 

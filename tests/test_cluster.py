@@ -1,5 +1,6 @@
 """parallel/cluster.py: where a run's processes come from (flags, TF_CONFIG, Slurm)."""
 
+import collections
 import json
 
 import pytest
@@ -91,3 +92,24 @@ def test_an_in_graph_chief_names_what_holds_a_task_address_instead_of_waiting_wi
       assert str(raised.value) == message + (
           " (waited 1 s); start every process with the same --worker_hosts and --placement, "
           "or raise --collective_timeout_s")
+
+
+def test_a_disagreement_names_the_flag_that_differs_not_one_it_switched_off():
+  """An ELECTRA worker against an MLM chief: --disc_weight is None under --objective=mlm (it
+  does nothing there) and sorts first, but the flag the user set differently is --objective."""
+  run = cluster.Cluster([cluster.Task("worker", 0, "h0:1"), cluster.Task("worker", 1, "h1:1")],
+                        0, "--worker_hosts")
+  facts = {"mlm": [("--disc_weight", None), ("--n_gpus", 1), ("--objective", "mlm")],
+           "electra": [("--disc_weight", repr(50.0)), ("--n_gpus", 1), ("--objective", "electra")]}
+  rows = {rank: [cluster._fact_value(v) for _, v in facts[objective]]  # pylint: disable=protected-access
+          for rank, objective in enumerate(["mlm", "electra"])}
+  message = cluster._first_disagreement(  # pylint: disable=protected-access
+      run, collections.OrderedDict(facts["mlm"]), rows)
+  assert message.startswith("task 1 (worker:1 at h1:1) has a different --objective than the "
+                            "chief, task 0 (worker:0 at h0:1): "), message
+  # A flag that differs with a value on both sides is named as before, first in order.
+  rows[1][1] = 2
+  message = cluster._first_disagreement(  # pylint: disable=protected-access
+      run, collections.OrderedDict(facts["mlm"]), rows)
+  assert "a different --n_gpus than the chief, task 0 (worker:0 at h0:1) (2 there, 1 on the " \
+         "chief)" in message, message
