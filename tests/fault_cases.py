@@ -1118,7 +1118,7 @@ def all_cases():
            check=lambda w, d, e: ("damaged", "left %s" % os.listdir(out(d)))
            if os.listdir(out(d)) else None),
   ] + output_cases() + electra_cases() + help_cases()
-  cases += trained_dir_cases() + dropped_input_cases() + drift_cases()
+  cases += trained_dir_cases() + dropped_input_cases() + drift_cases() + damaged_file_cases()
   names = [c.name for c in cases]
   assert len(names) == len(set(names)), "duplicate case names"
   return cases
@@ -1721,4 +1721,90 @@ def drift_cases():
     fragment = "different %s than the chief" % flag
     cases.append(case(name, script, chief_args, prepare=prepare, fragments=["task 1", fragment],
                       check=_other_process_refused(fragment), timeout=180))
+  return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Damaged files the product reads (issue 44): an --init_checkpoint cut short or without its data
+# file, one of its files given for its prefix, a lock file or run_info.json of wrong content;
+# and an --init_checkpoint that is gone when the run resumes from its own checkpoint.
+
+
+def _init_copy(damage=None):
+  """prepare: case_dir/init/bert_model.ckpt, a copy of the pretraining run's export, with its
+  data file cut to half ("truncated") or removed ("without_data")."""
+  def prepare(world, d):
+    os.makedirs(os.path.join(d, "init"))
+    for path in glob.glob(os.path.join(world.pt_out, "export", "bert_model.ckpt.*")):
+      shutil.copy(path, os.path.join(d, "init"))
+    data_file = os.path.join(d, "init", "bert_model.ckpt.data-00000-of-00001")
+    if damage == "truncated":
+      os.truncate(data_file, os.path.getsize(data_file) // 2)
+    elif damage == "without_data":
+      os.remove(data_file)
+  return prepare
+
+
+def _train_again(world, d, script):
+  """A training run of `script` in case_dir/out as long as the world's (in a copy of its
+  output_dir, nothing is left to train)."""
+  steps = ["--num_train_steps=%d" % RW_STEPS] if script == RW else []
+  return _train_args(world, d, script) + steps
+
+
+def _with_init(script, checkpoint):
+  """args: _train_again of `script` from --init_checkpoint=checkpoint(d)."""
+  return lambda w, d: _train_again(w, d, script) + ["--init_checkpoint=%s" % checkpoint(d)]
+
+
+def _error_ends_with(suffix):
+  def check(world, d, stderr):
+    del world, d
+    line = _last_line(stderr)
+    return None if line.endswith(suffix) else ("unclear", "the line does not end with %s: %s"
+                                               % (suffix, line))
+  return check
+
+
+def _lock_of_other_bytes(world, d):
+  del world
+  with open(os.path.join(out(d), ".training.lock"), "wb") as f:
+    f.write(b"pid \xff\xfe 12 on \xe4\xbd")
+
+
+def damaged_file_cases():
+  """Per run script: a damaged --init_checkpoint (cut short, no data file, a file of it for its
+  prefix), a gone one on resume (not needed), a lock file that is not UTF-8, run_info.json with
+  a flag of the wrong type."""
+  cases = []
+  init = lambda d: os.path.join(d, "init", "bert_model.ckpt")
+  for script, short in ((CLF, "clf"), (RW, "rw"), (PT, "pt")):
+    cases += [
+        case("%s_init_checkpoint_truncated" % short, script, _with_init(script, init),
+             prepare=_init_copy("truncated"), check=nothing_written,
+             fragments=["bert_model.ckpt.data-00000-of-00001 is cut short (reading bert/"]),
+        case("%s_init_checkpoint_without_data_file" % short, script, _with_init(script, init),
+             prepare=_init_copy("without_data"), check=nothing_written,
+             fragments=["its data file is missing", "bert_model.ckpt.data-* beside"]),
+        case("%s_init_checkpoint_index_file" % short, script,
+             _with_init(script, lambda d: init(d) + ".index"), prepare=_init_copy(),
+             fragments=["expected the checkpoint's prefix, not one of its files"],
+             check=_error_ends_with(os.path.join("", "init", "bert_model.ckpt"))),
+        # The same command again once the init checkpoint is gone: nothing left to train.
+        case("%s_resume_without_init_checkpoint" % short, script,
+             _with_init(script, lambda d: os.path.join(d, "gone", "bert_model.ckpt")),
+             prepare=copy_of(short + "_out"), expect="ok",
+             check=_stderr_has(r"gone/bert_model\.ckpt: no checkpoint there .* Not needed: the "
+                               r"run continues from \S+model\.ckpt-\d+")),
+        case("%s_training_lock_not_utf8" % short, script,
+             lambda w, d, s=script: _train_again(w, d, s),
+             prepare=both(copy_of(short + "_out"), _lock_of_other_bytes), expect="ok",
+             check=_stderr_has(r"Took over the lock of --output_dir=\S+ left by a run that "
+                               r"ended \(pid \ufffd\ufffd 12")),
+        case("%s_run_info_flag_of_wrong_type" % short, script,
+             _on_folder(script, lambda w, d: out(d)),
+             prepare=both(copy_of(short + "_out"), _recorded_flags(max_seq_length="abc")),
+             fragments=["run_info.json: flags.max_seq_length is \"abc\", not a value of "
+                        "--max_seq_length"]),
+    ]
   return cases
