@@ -392,7 +392,12 @@ def _why_not_serving(cluster, rank):
   address = cluster.tasks[rank].address
   error = _connect_error(address, seconds=2.0)
   if isinstance(error, ConnectionRefusedError):
-    return "%s not reachable: nothing listens there" % cluster.describe(rank)
+    if rank == 0 or cluster.in_graph:
+      return "%s not reachable: nothing listens there" % cluster.describe(rank)
+    # Only training joins: such a process ends at once without --do_train (mode flags differ).
+    return ("%s not reachable: nothing listens there, so it was never started or has ended "
+            "(with an error, or at once: without --do_train a process other than the chief has "
+            "nothing to do)" % cluster.describe(rank))
   if isinstance(error, TimeoutError):
     return ("%s not reachable: connections to it time out (host down, a firewall, or a "
             "program that does not accept them)" % cluster.describe(rank))

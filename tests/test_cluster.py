@@ -113,3 +113,18 @@ def test_a_disagreement_names_the_flag_that_differs_not_one_it_switched_off():
       run, collections.OrderedDict(facts["mlm"]), rows)
   assert "a different --n_gpus than the chief, task 0 (worker:0 at h0:1) (2 there, 1 on the " \
          "chief)" in message, message
+
+
+def test_a_missing_worker_is_said_to_be_not_started_or_ended_and_why_it_may_have_ended():
+  """A worker started without --do_train (with --do_eval only, say) ends at once, before it
+  joins: its chief finds nothing at its address and says what that can mean."""
+  from script_runner import free_ports  # pylint: disable=g-import-not-at-top
+  chief, empty = ["localhost:%d" % p for p in free_ports(2)]
+  run = cluster.Cluster([cluster.Task("worker", 0, chief), cluster.Task("worker", 1, empty)], 0,
+                        "--worker_hosts")
+  with pytest.raises(InputError) as raised:
+    cluster.wait_for_tasks(run, timeout_s=1)
+  assert str(raised.value).startswith(
+      "task 1 (worker:1 at %s) not reachable: nothing listens there, so it was never started or "
+      "has ended (with an error, or at once: without --do_train a process other than the chief "
+      "has nothing to do) (waited 1 s); " % empty), str(raised.value)
