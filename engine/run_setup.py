@@ -134,7 +134,7 @@ def from_flags(trains=False):
                     precision=_precision(), train_batch_size=FLAGS.train_batch_size)
   if spec.cluster.in_graph:
     tower_utils.start_chief_graph(spec)
-  _require_output_dir()
+  _require_output_dir(trains)
   if trains and spec.cluster.is_chief:
     _lock(FLAGS.output_dir)
   output_dir = FLAGS.output_dir
@@ -215,14 +215,32 @@ def _precision():
   return "bf16" if FLAGS.use_bf16 else "fp32"
 
 
-def _require_output_dir():
-  """--output_dir must be a writable directory; creates it.
+# The modes that write in --output_dir besides training (a --predict_file run with
+# --predict_output writes elsewhere: its records go to a scratch directory).
+_WRITING_MODES = ("do_eval", "do_export", "do_rank", "do_pretrain_rewrite")
+
+
+def _writes_in_output_dir(trains):
+  """Whether the run writes in --output_dir: all but one that does not train and only predicts
+  --predict_file to --predict_output, which serves from a read-only run directory."""
+  only_predicts_elsewhere = (
+      not trains and "predict_file" in FLAGS and FLAGS.predict_file and FLAGS.predict_output and
+      not any(name in FLAGS and FLAGS[name].value for name in _WRITING_MODES))
+  return not only_predicts_elsewhere
+
+
+def _require_output_dir(trains):
+  """--output_dir must be a writable directory (created) when the run writes there.
 
   A bad flag value, an output path that is a file, a read-only filesystem or a parent without
   write permission is a one-line error. Temporary files left by a killed run are removed.
   """
   import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   path = FLAGS.output_dir
+  if not _writes_in_output_dir(trains):
+    if os.path.exists(path) and not os.path.isdir(path):
+      cli.require_output_dir(path, "output_dir", create=False)  # its "is a file" line
+    return  # Read only: what it lacks (no run there) is said where the model is read.
   if "://" in path:  # A remote filesystem (gs://...): TensorFlow's file system checks it.
     tf.io.gfile.makedirs(path)
     return

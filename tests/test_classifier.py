@@ -1,7 +1,9 @@
 """run_classifier_mgpu.py end to end, its data readers, caching, truncation and input errors."""
 
+import contextlib
 import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -281,16 +283,38 @@ def test_train_dev_and_test_must_share_one_layout(tmp_path):
   assert classifier_data.input_layout(examples, str) == classifier_data.SINGLE_TEXTS
 
 
+@contextlib.contextmanager
+def _read_only_view(folder, tmp_path):
+  """A read-only bind mount of `folder` (root can write in any folder it owns), or `folder`
+  itself where mounting is not allowed."""
+  view = tmp_path / "read_only_view"
+  view.mkdir()
+  mounted = os.geteuid() == 0 and subprocess.run(
+      ["mount", "--bind", str(folder), str(view)], capture_output=True).returncode == 0
+  try:
+    if mounted:
+      subprocess.run(["mount", "-o", "remount,ro,bind", str(view)], check=True,
+                     capture_output=True)
+      with pytest.raises(OSError):
+        (view / "probe").write_text("")
+    yield view if mounted else folder
+  finally:
+    if mounted:
+      subprocess.run(["umount", "-l", str(view)], check=False)
+
+
 def test_predict_after_training_needs_only_the_output_dir(trained, tmp_path):
   """--predict_file takes the config, vocabulary, casing, max_seq_length and truncation of the
-  training run (run_info.json); a later run with another layout is refused."""
+  training run (run_info.json), and serves from a read-only run directory when --predict_output
+  is elsewhere; a later run with another layout is refused."""
   _, data_dir, _, out, _ = trained
   test_rows = (data_dir / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
   texts = tmp_path / "texts.txt"
   texts.write_text("".join(row.split("\t")[1] + "\n" for row in test_rows), encoding="utf-8")
-  proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % out,
-                    "--predict_file=%s" % texts, "--predict_format=text",
-                    "--predict_output=%s" % (tmp_path / "labels.txt"))
+  with _read_only_view(out, tmp_path) as run_dir:
+    proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % run_dir,
+                      "--predict_file=%s" % texts, "--predict_format=text",
+                      "--predict_output=%s" % (tmp_path / "labels.txt"))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "--max_seq_length=16, from the training run of this --output_dir" in proc.stderr
   assert "--bert_config_file=%s" % (out.parent / "bert_config.json") in proc.stderr
