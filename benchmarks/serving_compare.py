@@ -318,8 +318,8 @@ def main(_):
   examples = run_classifier_mgpu.get_processor(FLAGS.run_dir).get_dev_examples(FLAGS.data_dir)
   if not examples:
     raise InputError("--data_dir=%s: no dev examples to serve" % FLAGS.data_dir)
-  work_dir = FLAGS.work_dir or os.path.join(FLAGS.run_dir, "serving_compare")
-  os.makedirs(work_dir, exist_ok=True)
+  work_dir = cli.require_output_dir(
+      FLAGS.work_dir or os.path.join(FLAGS.run_dir, "serving_compare"), "work_dir")
   wanted = precisions()
   models = prepare(work_dir, spec, wanted)
   texts = {"text_a": [e.text_a for e in examples],
