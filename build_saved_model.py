@@ -145,16 +145,19 @@ def _trim_padding(features):
 
 
 def _check_batch_of_texts(**texts):
-  """Fails a call whose texts are not a 1-D batch (a signature call does not check the shape,
-  and a [1, 2] input would otherwise be read as 2 texts), or whose text_b is not one text per
+  """Fails a call whose texts are not a 1-D batch (a signature call does not check the shape:
+  a [1, 2] input would otherwise be read as 2 texts, and one text, a scalar, failed deep inside
+  with "slice index 0 of dimension 0 out of bounds"), or whose text_b is not one text per
   text_a."""
   checks = []
   for name, text in texts.items():
     if text is not None:
-      # Both at run time: the static shape says [None] whatever was fed.
+      # At run time: the static shape says [None] whatever was fed (so tf.rank is a constant
+      # 1). A batch's size is its first dimension; a scalar's shape gives the -1 appended.
       checks.append(tf.debugging.assert_equal(
-          tf.size(text), tf.shape(text)[0],
-          message="%s: expected a 1-D batch of strings, one text per example" % name))
+          tf.size(text), tf.concat([tf.shape(text), [-1]], axis=0)[0],
+          message="%s: expected a 1-D batch of strings, one text per example (one text: "
+          "[text])" % name))
   if texts.get("text_b") is not None:
     checks.append(tf.debugging.assert_equal(
         tf.size(texts["text_b"]), tf.size(texts["text_a"]),

@@ -173,7 +173,7 @@ try:
 except tf.errors.InvalidArgumentError as e:
   print("2-D refused:", [l for l in str(e).splitlines() if "expected" in l][0])
 try:
-  serve(text_a=tf.constant("a"), text_b=tf.constant("c"))
+  serve(text_a=tf.constant("a"), text_b=tf.constant(["c"]))
   print("one text accepted")
 except tf.errors.InvalidArgumentError as e:
   print("one text refused:", [l for l in str(e).splitlines() if "expected" in l][0])
@@ -196,7 +196,8 @@ def test_an_empty_batch_gives_empty_outputs_and_a_2d_or_uneven_batch_is_refused(
   assert "empty (0,) (0, 2)" in proc.stdout
   assert "2-D refused: " in proc.stdout and (
       "text_a: expected a 1-D batch of strings, one text per example" in proc.stdout)
-  assert "one text refused: text_a: expected a 1-D batch of strings" in proc.stdout
+  assert "one text refused: assertion failed: [text_a: expected a 1-D batch of strings, one " \
+      "text per example (one text: [text])]" in proc.stdout
   assert "uneven refused: " in proc.stdout and (
       "text_b: expected one text per text_a, as many texts as text_a" in proc.stdout)
 
@@ -387,8 +388,9 @@ def test_a_tflite_model_cut_short_is_one_error_naming_it(tmp_path, keep):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--export_tflite"], "--export_tflite: needs --do_export (the TFLite model is written "
-                          "into the SavedModel's assets)"),
+    (["--predict_file=unread.txt", "--export_tflite"],
+     "--export_tflite: needs --do_export (the TFLite model is written into the SavedModel's "
+     "assets)"),
     (["--do_export", "--export_tflite", "--export_precision=bf16"],
      "--export_tflite: needs --export_precision=fp32 (got bf16)")])
 def test_tflite_export_refuses_what_it_cannot_serve_before_any_work(classifier, tmp_path, extra,
