@@ -51,8 +51,13 @@ _PART_SCOPES = tuple(scope for scope, _ in checkpoints.FRESH_PARTS)
 def new_parts(init_checkpoint, companions=()):
   """Which heads the checkpoints lack: a bit mask over checkpoints.FRESH_PARTS, bit i set when
   init_checkpoint (with each (checkpoint, scope) companion, under its scope) holds no variable
-  under part i's scope. 0 without init_checkpoint."""
+  under part i's scope. Asked by the chief of a run given --head_first_steps.
+
+  0 without init_checkpoint: a run from scratch restores nothing to hold, so --head_first_steps
+  is logged as ignored, as for a checkpoint with every head (plan)."""
   if not init_checkpoint:
+    logging.warning("--head_first_steps: ignored without --init_checkpoint (from scratch every "
+                    "variable is new: nothing is restored to hold)")
     return 0
   names = set(name for name, _ in tf.train.list_variables(init_checkpoint))
   for checkpoint, scope in companions:

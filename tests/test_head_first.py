@@ -163,6 +163,15 @@ def test_new_parts_reads_what_the_checkpoints_lack(tmp_path):
   assert head_first.new_parts(None) == 0
 
 
+def test_head_first_steps_without_an_init_checkpoint_is_logged_as_ignored(caplog):
+  """From scratch nothing is restored to hold: said, as for a checkpoint with every head."""
+  with caplog.at_level("WARNING"):
+    assert head_first.new_parts(None) == 0
+  assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+      "--head_first_steps: ignored without --init_checkpoint (from scratch every variable is "
+      "new: nothing is restored to hold)"]
+
+
 # Through run_pretraining_mgpu.py, on a tiny model.
 TINY = dict(vocab_size=26, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, hidden_act="gelu", hidden_dropout_prob=0.0,
