@@ -1,6 +1,7 @@
 """Children the product starts die with their parent (core/children.py), and the export's child
 builds on CPU only."""
 
+import ast
 import json
 import os
 import signal
@@ -72,3 +73,29 @@ def test_the_export_child_sees_no_gpu_and_dies_with_the_run(tmp_path, monkeypatc
     seen = json.load(f)
   assert seen == {"gpus": "", "deathsig": signal.SIGKILL}
   assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # the run's own GPUs unchanged
+
+
+_STARTERS = {("subprocess", name) for name in ("Popen", "run", "call", "check_call",
+                                               "check_output", "getoutput", "getstatusoutput")}
+_STARTERS |= {("os", name) for name in ("system", "popen", "fork", "forkpty", "posix_spawn",
+                                        "posix_spawnp", "spawnv", "spawnl", "spawnvp")}
+
+
+def test_every_child_of_the_product_is_started_through_core_children():
+  """Outside tests/, only core/children.py starts processes (multiprocessing's pool workers end
+  on their own when their parent's pipes close)."""
+  found = []
+  for folder, dirs, files in os.walk(REPO):
+    dirs[:] = [d for d in dirs if not d.startswith(".") and d != "tests"]
+    for name in files:
+      path = os.path.join(folder, name)
+      if not name.endswith(".py") or path == os.path.join(REPO, "core", "children.py"):
+        continue
+      with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+      for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+            isinstance(node.func.value, ast.Name) and
+            (node.func.value.id, node.func.attr) in _STARTERS):
+          found.append("%s:%d" % (os.path.relpath(path, REPO), node.lineno))
+  assert not found, "start these through core/children.py: %s" % found
