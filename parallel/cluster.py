@@ -363,21 +363,27 @@ def wait_for_tasks(cluster, timeout_s, ranks=None):
     InputError: naming the tasks that did not answer within timeout_s, and what is at their
       addresses instead.
   """
-  deadline = time.time() + timeout_s
-  missing = list(range(1, len(cluster.tasks)) if ranks is None else ranks)
-  told = False
-  while missing:
-    missing = [r for r in missing if not _serves_as(cluster, r, seconds=1.0)]
-    if missing and not told:
+  missing = _unanswered(cluster, list(range(1, len(cluster.tasks)) if ranks is None else ranks),
+                        timeout_s)
+  if missing:
+    raise InputError("%s (waited %d s); start every process with the same --worker_hosts "
+                     "and --placement, or raise --collective_timeout_s" %
+                     ("; ".join(_why_not_serving(cluster, r) for r in missing), timeout_s))
+
+
+def _unanswered(cluster, ranks, timeout_s):
+  """The tasks of `ranks` whose server has not answered within timeout_s (logged while it
+  waits), or []."""
+  deadline, told = time.time() + timeout_s, False
+  while True:
+    ranks = [r for r in ranks if not _serves_as(cluster, r, seconds=1.0)]
+    if not ranks or time.time() > deadline:
+      return ranks
+    if not told:
       logging.info("Waiting up to %d s for %s to answer", timeout_s,
-                   ", ".join(cluster.describe(r) for r in missing))
+                   ", ".join(cluster.describe(r) for r in ranks))
       told = True
-    if missing and time.time() > deadline:
-      raise InputError("%s (waited %d s); start every process with the same --worker_hosts "
-                       "and --placement, or raise --collective_timeout_s" %
-                       ("; ".join(_why_not_serving(cluster, r) for r in missing), timeout_s))
-    if missing:
-      time.sleep(0.5)
+    time.sleep(0.5)
 
 
 def _serves_as(cluster, rank, seconds):
@@ -597,7 +603,21 @@ def _connect_error(address, seconds):
 
 @contextlib.contextmanager
 def peer_faults(parallel):
-  """Turns a lost or silent peer process into a one-line InputError (multi-process runs)."""
+  """Turns a lost or silent peer process into a one-line InputError (multi-process runs).
+
+  A process other than the chief first checks that the chief's server still answers (within
+  --collective_timeout_s): its Session asks the chief for the step numbers of every collective
+  it runs for the first time, without end if the chief left after the processes joined (while
+  building its graph, say), whatever the collective's timeout.
+  """
+  cluster = parallel.cluster
+  if cluster.tasks and not cluster.is_chief:
+    started = time.time()
+    if _unanswered(cluster, [0], parallel.collective_timeout_s):
+      raise InputError("the chief left after the processes joined: %s (waited %d s); %s stops "
+                       "too. Relaunch every process to resume from the chief's latest "
+                       "checkpoint" % (_why_not_serving(cluster, 0), time.time() - started,
+                                       cluster.describe()))
   try:
     yield
   except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,

@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -312,6 +313,37 @@ def test_a_worker_whose_chief_never_joins_stops_within_its_timeout(task, tmp_pat
   for proc, fragment in zip(results, expected):
     assert_one_line_error(proc, fragment + " (waited 3 s)")
   assert time.time() - started < 45
+
+
+def _read_until(stream, text, seconds):
+  """Reads lines of a process's `stream` until one holds `text`; False after `seconds`."""
+  deadline = time.time() + seconds
+  while time.time() < deadline:
+    if select.select([stream], [], [], max(deadline - time.time(), 0))[0]:
+      line = stream.readline()
+      if text in line:
+        return True
+      if not line:
+        return False
+  return False
+
+
+def test_a_worker_whose_chief_leaves_after_joining_stops_within_its_timeout(task, tmp_path):
+  """The chief is killed right after the processes joined, while the worker builds its graph:
+  the worker's first broadcast asked the missing chief for step numbers without end."""
+  hosts = _hosts()
+  chief, worker = start_processes(_commands(task, tmp_path / "out", hosts, "--do_train",
+                                            "--collective_timeout_s=3"))
+  try:
+    assert _read_until(chief.stderr, "All 2 processes joined", 60)
+  finally:
+    chief.send_signal(signal.SIGKILL)
+  killed = time.time()
+  _, worker = finish_processes([chief, worker], 40)
+  assert_one_line_error(worker, "the chief left after the processes joined: task 0 (worker:0 at "
+                        "%s) not reachable: nothing listens there" % hosts.split(",")[0],
+                        "Relaunch every process")
+  assert time.time() - killed < 20
 
 
 def _pretraining_commands(data, out, hosts, *extra):
