@@ -103,6 +103,26 @@ def layer_runner_scope(runner):
     _LAYER_RUNNERS.pop()
 
 
+# The stack of choices set by fused_gelu_compile_scope; fused_gelu uses the innermost.
+_COMPILE_FUSED_GELU = [True]
+
+
+@contextlib.contextmanager
+def fused_gelu_compile_scope(compile_gelu):
+  """Whether fused_gelu, built inside, marks its two halves for XLA (jit_scope).
+
+  tower_utils sets it: on CPUs yes (one fused loop instead of about ten float32 kernels, see
+  fused_gelu); on GPUs only under --use_xla, since XLA compiles a kernel for each input shape
+  and without --use_xla padded batches of a new length would compile again, per layer and
+  tower, in the middle of training.
+  """
+  _COMPILE_FUSED_GELU.append(bool(compile_gelu))
+  try:
+    yield
+  finally:
+    _COMPILE_FUSED_GELU.pop()
+
+
 # The stack of dropout seeds of the encoder layer being built (see seeded_dropout_scope).
 _DROPOUT_SEEDS = [None]
 
@@ -470,8 +490,8 @@ def fused_gelu(x):
   matmuls of the step. On that 2-core Sapphire Rapids-class Xeon, quiet, the step trains 6.3-6.6
   examples/sec with this GELU, 6.0 with the same float32 math unfused, and 5.3-5.4 with the
   differentiated `gelu` (docs/results.md, "bf16 on AMX"). Each half is marked for XLA with
-  jit_scope, which fuses it into one loop whatever --use_xla says; the matmuls around it stay
-  oneDNN's.
+  jit_scope, which fuses it into one loop whatever --use_xla says (on CPUs; on GPUs only with
+  --use_xla: fused_gelu_compile_scope); the matmuls around it stay oneDNN's.
 
   Args:
     x: bfloat16 or float16 Tensor of any shape.
@@ -483,14 +503,19 @@ def fused_gelu(x):
   def tanh_term(x32):
     return tf.tanh(math.sqrt(2.0 / math.pi) * (x32 + 0.044715 * x32 * x32 * x32))
 
+  def compiled():
+    if _COMPILE_FUSED_GELU[-1]:
+      return tf.xla.experimental.jit_scope(separate_compiled_gradients=False)
+    return contextlib.nullcontext()
+
   @tf.custom_gradient
   def fused(x):
-    with tf.xla.experimental.jit_scope(separate_compiled_gradients=False):
+    with compiled():
       x32 = tf.cast(x, tf.float32)
       y = tf.cast(0.5 * x32 * (1.0 + tanh_term(x32)), x.dtype)
 
     def grad(dy):
-      with tf.xla.experimental.jit_scope(separate_compiled_gradients=False):
+      with compiled():
         x32 = tf.cast(x, tf.float32)
         t = tanh_term(x32)
         slope = 0.5 * (1.0 + t) + 0.5 * x32 * (1.0 - t * t) * (
@@ -706,7 +731,10 @@ def embedding_lookup(input_ids,
     output = tf.matmul(one_hot_input_ids, embedding_table)
   else:
     # A gather gives an IndexedSlices gradient: only the rows used are sent between devices.
-    output = tf.gather(embedding_table, flat_input_ids)
+    # It runs where the table is (so does its gradient), so a tower on another device
+    # receives its rows, not the whole table.
+    with tf.colocate_with(embedding_table):
+      output = tf.gather(embedding_table, flat_input_ids)
 
   input_shape = get_shape_list(input_ids)
   output = tf.reshape(output, input_shape[0:-1] + [input_shape[-1] * embedding_size])

@@ -98,6 +98,11 @@ def global_norm(grads):
   every row of the batch. Here the rows of each index are summed first, as the dense gradient
   (and torch's clip_grad_norm_) has them; the slices stay sparse.
 
+  Each gradient's square sum is taken on the gradient's own device (colocated with it), so only
+  scalars travel; the sum of the scalars is taken next to the first one. With towers or pipeline
+  stages the gradients live on several devices: a norm built under no device would copy every
+  gradient to the first GPU (TensorFlow's placer puts an op without a device there).
+
   Args:
     grads: list of gradient Tensors and IndexedSlices (no None).
 
@@ -106,13 +111,15 @@ def global_norm(grads):
   """
   half_squares = []
   for grad in grads:
-    if isinstance(grad, tf.IndexedSlices):
-      rows, position = tf.unique(grad.indices)
-      grad = tf.math.unsorted_segment_sum(grad.values, position, tf.shape(rows)[0])
-    # L2Loss (sum(g^2) / 2), as tf.global_norm: one pass over the gradient, where Square then
-    # Sum make a gradient-size temporary and read it again.
-    half_squares.append(tf.nn.l2_loss(tf.cast(grad, tf.float32)))
-  return tf.sqrt(2.0 * tf.add_n(half_squares))
+    with tf.colocate_with(grad.values if isinstance(grad, tf.IndexedSlices) else grad):
+      if isinstance(grad, tf.IndexedSlices):
+        rows, position = tf.unique(grad.indices)
+        grad = tf.math.unsorted_segment_sum(grad.values, position, tf.shape(rows)[0])
+      # L2Loss (sum(g^2) / 2), as tf.global_norm: one pass over the gradient, where Square then
+      # Sum make a gradient-size temporary and read it again.
+      half_squares.append(tf.nn.l2_loss(tf.cast(grad, tf.float32)))
+  with tf.colocate_with(half_squares[0]):
+    return tf.sqrt(2.0 * tf.add_n(half_squares))
 
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,
@@ -280,8 +287,9 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
   if global_step is None:
     global_step = tf.train.get_or_create_global_step()
   restart_at = hold.until_step if hold is not None else 0
-  learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_steps,
-                                         restart_at)
+  with tf.colocate_with(global_step):  # Scalars next to the step counter (the host's CPU).
+    learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps,
+                                           num_warmup_steps, restart_at)
   lr_factors = _layer_factors(replica_grads_and_vars, layerwise_lr_decay)
   if restart_at:
     replica_grads_and_vars, lr_factors = _hold_still(replica_grads_and_vars, hold, global_step,
@@ -291,8 +299,9 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
   clipped, norms = [], []
   for grads_and_vars in replica_grads_and_vars:
     grads_and_vars = [(g, v) for (g, v) in grads_and_vars if g is not None]
-    device = grads_and_vars[0][1].device if len(replica_grads_and_vars) > 1 else None
-    with tf.device(device):
+    # The clipping scale (scalars) next to the replica's first variable; each gradient is scaled
+    # where it is (clip_by_global_norm colocates), never on a device of its own choosing.
+    with tf.device(grads_and_vars[0][1].device):
       grads = [g for g, _ in grads_and_vars]
       grads, norm = tf.clip_by_global_norm(grads, clip_norm=clip_norm, use_norm=global_norm(grads))
     clipped.extend(zip(grads, [v for _, v in grads_and_vars]))
@@ -304,16 +313,18 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
     # Like stock BERT, AdamWeightDecayOptimizer does not touch global_step; the increment is
     # here. Unlike stock (a plain tf.group), it waits for the update: otherwise the update may
     # read the learning rate of the next step, at random.
-    with tf.control_dependencies([apply_op]):
+    with tf.control_dependencies([apply_op]), tf.colocate_with(global_step):
       return tf.identity(global_step.assign_add(1))
 
   if loss_scale is None:
     return apply_and_count(), learning_rate
   # A non-finite gradient anywhere makes replica 0's global norm non-finite (the replicas agree).
-  finite = tf.is_finite(norms[0])
-  new_step = tf.cond(finite, apply_and_count, lambda: tf.identity(global_step))
-  with tf.control_dependencies([loss_scale.update(finite, after=new_step)]):
-    return tf.identity(new_step), learning_rate
+  with tf.colocate_with(norms[0]):
+    finite = tf.is_finite(norms[0])
+  with tf.colocate_with(global_step):
+    new_step = tf.cond(finite, apply_and_count, lambda: tf.identity(global_step))
+    with tf.control_dependencies([loss_scale.update(finite, after=new_step)]):
+      return tf.identity(new_step), learning_rate
 
 
 def make_optimizer(name, learning_rate, lr_factors=None):

@@ -274,6 +274,26 @@ def start_chief_graph(spec):
   atexit.register(cluster_lib.release_tasks, spec.cluster, config)
 
 
+# What one step of a loop runs, marked in the graph (mark_step) for tools that read the graph
+# without running it (benchmarks/placement_audit.py counts the bytes a step moves between
+# devices). "update": the run that applies an update (or one inference batch); "accumulate": one
+# of the accum_steps - 1 runs before it that only accumulate gradients.
+STEP_KINDS = ("update", "accumulate")
+
+
+def step_collection(kind):
+  """The graph collection holding the fetches of a step run of `kind` (one of STEP_KINDS)."""
+  return "bert_mgpu_step_" + kind
+
+
+def mark_step(kind, fetches):
+  """Records in the default graph that a run of `kind` fetches `fetches` (Tensors or ops;
+  nested dicts and lists are flattened; None is skipped)."""
+  for fetch in tf.nest.flatten(fetches):
+    if fetch is not None:
+      tf.add_to_collection(step_collection(kind), fetch)
+
+
 def input_device(spec):
   """This process's CPU, where its input pipeline runs."""
   return spec.cluster.device_prefix() + "/device:CPU:0"
@@ -355,11 +375,13 @@ def log_device_map(devices):
 class GlobalBatch(object):
   """What a tower may know of the whole global batch: the towers of every process together."""
 
-  def __init__(self, features, strategy, num_micro_batches=1):
+  def __init__(self, features, strategy, num_micro_batches=1, input_device=None):
     """features: this process's micro-batch, dict of Tensors [rows, ...], before the split;
-    num_micro_batches: pipeline micro-batches per tower (each calls tower_fn)."""
+    num_micro_batches: pipeline micro-batches per tower (each calls tower_fn); input_device:
+    where the features are (a count is taken there, and only the scalar travels)."""
     self._features = features
     self._strategy = strategy
+    self._input_device = input_device
     self._shares = strategy.num_towers_total * num_micro_batches
     self._denominators = {}
 
@@ -386,16 +408,20 @@ class GlobalBatch(object):
     """
     key = getattr(count_fn, "__code__", count_fn)
     if key not in self._denominators:
-      with tf.name_scope("global_batch"), tf.device(self._strategy.devices[0]), \
-          tf.xla.experimental.jit_scope(compile_ops=False):
-        count = tf.cast(count_fn(self._features), tf.float32)
-        self._denominators[key] = (self._strategy.sum_over_processes(count) /
-                                   float(self._shares))
+      with tf.name_scope("global_batch"), tf.xla.experimental.jit_scope(compile_ops=False):
+        with tf.device(self._input_device or self._strategy.devices[0]):
+          count = tf.cast(count_fn(self._features), tf.float32)
+        with tf.device(self._strategy.devices[0]):
+          self._denominators[key] = (self._strategy.sum_over_processes(count) /
+                                     float(self._shares))
     return self._denominators[key]
 
 
 def split_features(features, n_towers):
   """Splits every Tensor of `features` into n_towers equal slices along axis 0.
+
+  Each split runs where its tensor is (the input device for a batch, a stage's device for a
+  pipeline micro-batch), so each tower copies only its own slice, straight from there.
 
   Args:
     features: dict of name -> Tensor [rows, ...]; rows divisible by n_towers.
@@ -406,7 +432,9 @@ def split_features(features, n_towers):
   """
   shards = [dict() for _ in range(n_towers)]
   for name, tensor in features.items():
-    for i, piece in enumerate(tf.split(tensor, n_towers, axis=0)):
+    with tf.colocate_with(tensor):
+      pieces = tf.split(tensor, n_towers, axis=0)
+    for i, piece in enumerate(pieces):
       shards[i][name] = piece
   return shards
 
@@ -443,12 +471,13 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   devices = [tower[0] for tower in stages]
   strategy = _STRATEGIES[(spec.reduction, spec.cluster.num_processes > 1)](
       stages, spec.cluster, spec.pack_mb, spec.collective_timeout_s)
-  global_batch = GlobalBatch(features, strategy, spec.num_micro_batches)
+  global_batch = GlobalBatch(features, strategy, spec.num_micro_batches, input_device(spec))
   losses, outputs, grads = [], [], []
   for i, shard in enumerate(split_features(features, len(devices))):
     placer = pipeline.StagePlacer(stages[i]) if spec.pipeline_stages > 1 else None
     schedule = pipeline.SCHEDULES[spec.pipeline_schedule](stages[i], spec.num_micro_batches)
     with strategy.tower_scope(i), modeling.part_placement_scope(placer), _jit_scope(use_xla), \
+        modeling.fused_gelu_compile_scope(use_xla or not num_visible_gpus()), \
         modeling.layer_runner_scope(recompute_lib.layer_runner(
             spec.recompute if compute_gradients else "none")):
       loss, micro_losses, tower_outputs = _micro_batches(tower_fn, shard, global_batch,
@@ -460,7 +489,7 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
         if compute_gradients:
           grads.append(schedule.gradients(micro_losses, variables, loss_scale))
   mean_loss = _mean_over_processes(losses, strategy)
-  outputs = concat_outputs(outputs, strategy.devices[0])
+  outputs = concat_outputs(outputs, input_device(spec))  # The host fetches them: join them there.
   if not compute_gradients:
     return TowerResult(mean_loss, None, outputs, devices, strategy=strategy)
 
@@ -492,7 +521,8 @@ def _reduce_gradients(grads, devices, strategy, spec, loss_scale):
         device_sums, device_variables, strategy.devices, spec.accum_steps)
   scale = 1.0 / (strategy.num_towers_total * spec.accum_steps)
   if loss_scale is not None:
-    scale = scale / tf.cast(loss_scale, tf.float32)
+    with tf.colocate_with(loss_scale):
+      scale = scale / tf.cast(loss_scale, tf.float32)
   replica_grads = strategy.reduce(device_sums, scale)
   return ([list(zip(g, v)) for g, v in zip(replica_grads, strategy.replica_variables)],
           accumulate_ops)

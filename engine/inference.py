@@ -111,6 +111,7 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
       checkpoints.check_checkpoint_has(checkpoint, tf.global_variables())
     with tf.device(tower_utils.input_device(spec)):
       saver = tf.train.Saver(tf.global_variables())
+    tower_utils.mark_step("update", [towers.outputs, is_real, index])
     collected = collections.defaultdict(list)
     with tower_utils.new_session(spec) as sess, cluster.peer_faults(spec):
       with _checkpoint_vanishes(checkpoint):

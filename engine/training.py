@@ -152,8 +152,10 @@ def build_train_graph(tower_fn, features, spec, new_parts=0):
   """
   features = dict(features)
   ready_time = features.pop(_READY_TIME, None)
-  global_step = tf.train.get_or_create_global_step()
-  loss_scale = optimization.DynamicLossScale() if spec.precision == "fp16" else None
+  host = tower_utils.input_device(spec.parallel)
+  with tf.device(host):  # Bookkeeping scalars on the host, as tf_cnn_benchmarks has them.
+    global_step = tf.train.get_or_create_global_step()
+    loss_scale = optimization.DynamicLossScale() if spec.precision == "fp16" else None
   towers = tower_utils.build_towers(
       _in_precision(tower_fn, PRECISIONS[spec.precision]), features, spec.parallel,
       loss_scale=loss_scale.scale if loss_scale else None, use_xla=spec.use_xla)
@@ -163,8 +165,9 @@ def build_train_graph(tower_fn, features, spec, new_parts=0):
       spec.num_warmup_steps, global_step=global_step, optimizer=spec.optimizer,
       loss_scale=loss_scale, layerwise_lr_decay=spec.layerwise_lr_decay, hold=hold)
   grad_norm = optimization.global_norm([g for g, _ in towers.grads_and_vars if g is not None])
-  metrics = {name[len(METRIC_PREFIX):]: tf.reduce_sum(tf.reshape(value, [-1, 2]), axis=0)
-             for name, value in towers.outputs.items() if name.startswith(METRIC_PREFIX)}
+  with tf.device(host):  # The outputs are joined there.
+    metrics = {name[len(METRIC_PREFIX):]: tf.reduce_sum(tf.reshape(value, [-1, 2]), axis=0)
+               for name, value in towers.outputs.items() if name.startswith(METRIC_PREFIX)}
   return TrainGraph(train_op, towers.accumulate_ops, towers.loss, learning_rate,
                     loss_scale.scale if loss_scale else None, global_step,
                     towers.strategy.post_init_op(), ready_time, towers.strategy,
@@ -410,11 +413,17 @@ def _build_run(tower_fn, input_fn, spec, start_step, new_parts, periodic_eval):
   if start_step == 0 and spec.init_checkpoint and strategy.is_chief:
     checkpoint_lib.restore_from_init_checkpoint(
         spec.init_checkpoint, strategy.savable_variables(), spec.init_companions)
-  tf.summary.scalar("loss", train_graph.loss)
-  tf.summary.scalar("learning_rate", train_graph.learning_rate)
-  if train_graph.loss_scale is not None:
-    tf.summary.scalar("loss_scale", train_graph.loss_scale)
-  summary_op = tf.summary.merge_all()
+  with tf.device(tower_utils.input_device(parallel)):  # Summaries are the host's.
+    tf.summary.scalar("loss", train_graph.loss)
+    tf.summary.scalar("learning_rate", train_graph.learning_rate)
+    if train_graph.loss_scale is not None:
+      tf.summary.scalar("loss_scale", train_graph.loss_scale)
+    summary_op = tf.summary.merge_all()
+  tower_utils.mark_step("update", [_update_fetches(train_graph, summary_op, True),
+                                   train_graph.loss, train_graph.ready_time])
+  if train_graph.accumulate_ops:
+    tower_utils.mark_step("accumulate", [train_graph.accumulate_ops[0], train_graph.loss,
+                                         train_graph.ready_time])
   with tf.device(tower_utils.input_device(parallel)):  # Files are the chief's.
     saver = tf.train.Saver(strategy.savable_variables(),
                            max_to_keep=spec.keep_checkpoint_max, save_relative_paths=True)

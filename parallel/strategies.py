@@ -188,10 +188,13 @@ class ParallelStrategy(object):
   def consistency_check(self):
     """(min, max) over processes of a float64 checksum of the savable variables: equal when
     every process holds the same weights and optimizer state."""
+    sums = []
+    for v in self._checksummed():  # Each variable's part next to it: only scalars travel.
+      with tf.colocate_with(v):
+        part = tf.cast(v, tf.float64)
+        sums.append(tf.reduce_sum(part) + tf.reduce_sum(part * part))
     with tf.device(self.devices[0]):
-      parts = [tf.cast(v, tf.float64) for v in self._checksummed()]
-      checksum = tf.add_n([tf.reduce_sum(p) + tf.reduce_sum(p * p) for p in parts] or
-                          [tf.constant(0.0, tf.float64)])
+      checksum = tf.add_n(sums or [tf.constant(0.0, tf.float64)])
     if self.cluster.num_processes == 1:
       return checksum, checksum
     group = self._group(self._suffix(self.devices[0]))

@@ -112,10 +112,11 @@ def test_each_tower_runs_on_its_own_device_and_each_variable_exists_once():
     assert len(var_devices) == n_towers
 
     # Requested placement: every op of tower i (forward and backward) asks for CPU:i, except
-    # the few TF itself colocates with a variable (the gather gradient reads the table's shape).
+    # the word-embedding gather and its gradient, colocated with the table (modeling.py).
     colocated = {op.name for op in graph.get_operations() if op.name.startswith("tower_")
                  and any(g.decode().split("@", 1)[1] in trainable for g in op.colocation_groups())}
-    assert len(colocated) <= 2 * n_towers
+    assert colocated and all("/bert/embeddings/GatherV2" in name for name in colocated), colocated
+    assert len(colocated) <= 16 * n_towers
     for i in range(n_towers):
       ops = [op for op in graph.get_operations()
              if op.name.startswith("tower_%d/" % i) and op.name not in colocated]
@@ -138,13 +139,12 @@ def test_each_tower_runs_on_its_own_device_and_each_variable_exists_once():
   for i in range(n_towers):
     tower_nodes = [n for n in executed if n.startswith("tower_%d/" % i) and n not in colocated]
     assert len(tower_nodes) > 100
-    # The word-embedding gather reads the table in place (TF colocates ops on a ref variable
-    # with it), so only the gathered rows travel to the tower; everything else runs on CPU:i.
-    gathers = [n for n in tower_nodes if n == "tower_%d/bert/embeddings/GatherV2" % i]
-    assert len(gathers) == 1 and executed[gathers[0]].endswith(table_device.split("/")[-1])
-    others = [n for n in tower_nodes if n not in gathers]
-    assert all(executed[n].endswith("CPU:%d" % i) for n in others), (
-        i, [(n, executed[n]) for n in others if not executed[n].endswith("CPU:%d" % i)])
+    # The word-embedding gather reads the table in place (colocated with it), so only the
+    # gathered rows travel to the tower; everything else runs on CPU:i.
+    gather = "tower_%d/bert/embeddings/GatherV2" % i
+    assert gather in colocated and executed[gather].endswith(table_device.split("/")[-1])
+    assert all(executed[n].endswith("CPU:%d" % i) for n in tower_nodes), (
+        i, [(n, executed[n]) for n in tower_nodes if not executed[n].endswith("CPU:%d" % i)])
 
 
 def test_towers_round_robin_over_visible_gpus(monkeypatch):
