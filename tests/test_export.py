@@ -387,6 +387,21 @@ def test_a_tflite_model_cut_short_is_one_error_naming_it(tmp_path, keep):
     tflite_classifier.TfliteClassifier(str(tmp_path / "saved_model"), num_threads=1)
 
 
+def test_tflite_classifier_refuses_a_sliding_window_export(tmp_path):
+  """Exported before --export_tflite was checked after run_info.json's flags were adopted: the
+  model scores one window, and this class would truncate what the run pooled."""
+  from serving import tflite_classifier  # pylint: disable=g-import-not-at-top
+  assets = tmp_path / "saved_model" / "assets"
+  assets.mkdir(parents=True)
+  (assets / "model.tflite").write_bytes(b"")
+  (assets / "export_config.json").write_text(json.dumps(dict(
+      labels=["a", "b"], text_b=False, max_seq_length=8, truncation="head", do_lower_case=True,
+      long_text="sliding")))
+  with pytest.raises(InputError, match=r"saved_model: exported with --long_text=sliding, whose "
+                                       r"texts are pooled over windows"):
+    tflite_classifier.TfliteClassifier(str(tmp_path / "saved_model"), num_threads=1)
+
+
 @pytest.mark.parametrize("extra,message", [
     (["--predict_file=unread.txt", "--export_tflite"],
      "--export_tflite: needs --do_export (the TFLite model is written into the SavedModel's "
