@@ -1714,9 +1714,9 @@ def drift_cases():
        "--class_weights=balanced", "--class_weights"),
       ("rw_processes_differ_in_max_target_length", RW, _rw("--do_train"),
        "--max_target_length=5", "--max_target_length"),
-      # ELECTRA's flags, which --objective=mlm leaves out (None), are the first to differ.
+      # ELECTRA's flags, which --objective=mlm leaves out (None), sort first but are not named.
       ("pt_processes_differ_in_objective", PT, _pt("--do_train"), "--objective=electra",
-       "--disc_weight")):
+       "--objective")):
     prepare, chief_args = _two_processes(script, args, differ)
     fragment = "different %s than the chief" % flag
     cases.append(case(name, script, chief_args, prepare=prepare, fragments=["task 1", fragment],
