@@ -101,16 +101,15 @@ def test_a_disagreement_names_the_flag_that_differs_not_one_it_switched_off():
                         0, "--worker_hosts")
   facts = {"mlm": [("--disc_weight", None), ("--n_gpus", 1), ("--objective", "mlm")],
            "electra": [("--disc_weight", repr(50.0)), ("--n_gpus", 1), ("--objective", "electra")]}
-  rows = {rank: [cluster._fact_value(v) for _, v in facts[objective]]  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  rows = {rank: [cluster._fact_value(v) for _, v in facts[objective]]
           for rank, objective in enumerate(["mlm", "electra"])}
-  message = cluster._first_disagreement(  # pylint: disable=protected-access
-      run, collections.OrderedDict(facts["mlm"]), rows)
+  message = cluster._first_disagreement(run, collections.OrderedDict(facts["mlm"]), rows)
   assert message.startswith("task 1 (worker:1 at h1:1) has a different --objective than the "
                             "chief, task 0 (worker:0 at h0:1): "), message
   # A flag that differs with a value on both sides is named as before, first in order.
   rows[1][1] = 2
-  message = cluster._first_disagreement(  # pylint: disable=protected-access
-      run, collections.OrderedDict(facts["mlm"]), rows)
+  message = cluster._first_disagreement(run, collections.OrderedDict(facts["mlm"]), rows)
   assert "a different --n_gpus than the chief, task 0 (worker:0 at h0:1) (2 there, 1 on the " \
          "chief)" in message, message
 
