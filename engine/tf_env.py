@@ -1,7 +1,7 @@
 """Environment TensorFlow reads when it is imported; every script imports this module first.
 
 On a machine without an NVIDIA driver, or with CUDA_VISIBLE_DEVICES set to the empty string
-(the documented way to run on CPU), TensorFlow still tries to start CUDA and logs
+(the documented way to run on CPU) or to -1, TensorFlow still tries to start CUDA and logs
 `failed call to cuInit: ...` at ERROR level, which reads like a failure of the run. There the
 C++ log level is raised to 3 (errors that matter reach Python as exceptions, which cli.run_main
 reports), unless the user set TF_CPP_MIN_LOG_LEVEL to 0 or 1. TensorFlow 2.21 also prints absl's lines
@@ -18,9 +18,19 @@ import os
 import sys
 
 
+def gpus_hidden():
+  """Whether CUDA_VISIBLE_DEVICES hides every GPU: empty, or a first entry CUDA cannot name
+  (`-1`, the other common way; CUDA ignores the list from its first invalid entry on)."""
+  visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+  if visible is None:
+    return False
+  first = visible.split(",")[0].strip()
+  return not first or first.startswith("-")
+
+
 def cpu_only():
   """Whether this process will run on CPU: GPUs hidden, or no CUDA driver library at all."""
-  if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+  if gpus_hidden():
     return True
   return not os.path.exists("/dev/nvidiactl") and ctypes.util.find_library("cuda") is None
 

@@ -1,0 +1,157 @@
+"""What a GPU machine would get, proven without one: the GPU branch of the session config, the
+NCCL hint of collectives on GPUs, fused GELU compiled on GPUs only under --use_xla, the weight
+checksum next to each variable, CUDA_VISIBLE_DEVICES=-1 as no GPU, and XLA auto-clustering
+(the ON_1 jit level that --use_xla sets, which TensorFlow applies to CPUs only when
+TF_XLA_FLAGS=--tf_xla_cpu_global_jit)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow.compat.v1 as tf
+
+from engine import tf_env
+import modeling
+from parallel import cluster as cluster_lib
+from parallel import collective
+from parallel import strategies
+import tower_utils
+from test_towers import CONFIG, _data, classifier_tower_fn
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TWO_TASKS = cluster_lib.Cluster([cluster_lib.Task("worker", 0, "localhost:1"),
+                                 cluster_lib.Task("worker", 1, "localhost:2")], 0, "test")
+
+
+def test_the_session_config_on_gpus(monkeypatch):
+  monkeypatch.setattr(tower_utils, "num_visible_gpus", lambda: 4)
+  config = tower_utils.session_config(4, use_xla=True)
+  # Memory grows as needed (several processes may share a host), no virtual CPUs, soft
+  # placement for the few int ops without GPU kernels, XLA auto-clustering on.
+  assert config.gpu_options.allow_growth and config.allow_soft_placement
+  assert "CPU" not in config.device_count
+  assert config.graph_options.optimizer_options.global_jit_level == tf.OptimizerOptions.ON_1
+  assert not config.experimental.collective_nccl  # one process: no collectives
+  multi = tower_utils.session_config(4, cluster=TWO_TASKS)
+  assert multi.experimental.collective_nccl
+  assert multi.experimental.collective_group_leader == "/job:worker/replica:0/task:0"
+  assert list(multi.device_filters) == ["/job:worker/replica:0/task:0"]
+  monkeypatch.setattr(tower_utils, "num_visible_gpus", lambda: 0)
+  cpu = tower_utils.session_config(4)
+  assert cpu.device_count["CPU"] == 4 and not cpu.gpu_options.allow_growth
+
+
+@pytest.mark.parametrize("device, hint", [("/job:worker/replica:0/task:0/device:GPU:1", "nccl"),
+                                          ("/job:worker/replica:0/task:0/device:CPU:1", "ring")])
+def test_collectives_on_gpus_ask_for_nccl(device, hint):
+  members = [device, device.replace("task:0", "task:1")]
+  with tf.Graph().as_default() as graph:
+    reducer = collective.PackedAllReduce([tf.TensorShape([3])], members, 32.0, 5.0)
+    with tf.device(device):
+      reducer([tf.zeros([3])], device)
+  ops = [op for op in graph.get_operations() if op.type.startswith("CollectiveReduce")]
+  assert ops and all(op.get_attr("communication_hint").decode() == hint for op in ops)
+  assert all(op.device == device for op in ops)
+
+
+def _gelu_compiled(n_gpus, use_xla, monkeypatch):
+  """Whether the fused GELU ops of a bf16 training tower are marked for XLA."""
+  monkeypatch.setattr(tower_utils, "num_visible_gpus", lambda: n_gpus)
+  tower_fn = classifier_tower_fn(CONFIG)
+
+  def bf16_tower(features, global_batch):
+    with modeling.compute_dtype_scope(tf.bfloat16):
+      return tower_fn(features, global_batch)
+
+  with tf.Graph().as_default() as graph:
+    features = {k: tf.constant(v) for k, v in _data().items()}
+    tower_utils.build_towers(bf16_tower, features, tower_utils.parallel_spec(2))
+  tanh = [op for op in graph.get_operations()
+          if op.type == "Tanh" and "intermediate" in op.name]
+  assert tanh
+  marks = {bool(op.get_attr("_XlaCompile")) if "_XlaCompile" in op.node_def.attr else False
+           for op in tanh}
+  assert len(marks) == 1
+  return marks.pop()
+
+
+def test_fused_gelu_is_compiled_on_gpus_only_under_use_xla(monkeypatch):
+  assert _gelu_compiled(0, False, monkeypatch)  # CPUs: one fused loop (fused_gelu)
+  assert not _gelu_compiled(2, False, monkeypatch)  # GPUs: no compile per new padded length
+
+
+def test_the_weight_checksum_is_taken_next_to_each_variable():
+  devices = ["/device:GPU:%d" % i for i in range(3)]
+  with tf.Graph().as_default():
+    strategy = strategies.SharedStrategy([[d] for d in devices], cluster_lib.SINGLE_PROCESS,
+                                         32.0, 5.0)
+    for i, d in enumerate(devices):
+      with tf.device(d):
+        tf.get_variable("v%d" % i, [1000, 10])
+    low, _ = strategy.consistency_check()
+    casts = [op for op in tf.get_default_graph().get_operations()
+             if op.type == "Cast" and op.get_attr("DstT") == tf.float64]
+  assert len(casts) == 3
+  for cast in casts:  # each float64 copy is made where its variable lives
+    assert cast.colocation_groups() == cast.inputs[0].op.colocation_groups()
+  assert low.op.type == "AddN" and low.dtype == tf.float64
+
+
+@pytest.mark.parametrize("value, hidden", [("", True), ("-1", True), ("-1,0", True),
+                                           (" ", True), ("0", False), ("1,0", False),
+                                           (None, False)])
+def test_cuda_visible_devices_minus_one_hides_the_gpus(monkeypatch, value, hidden):
+  if value is None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+  else:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+  monkeypatch.setattr(tf_env.os.path, "exists", lambda path: True)  # a driver is installed
+  assert tf_env.gpus_hidden() == hidden
+  assert tf_env.cpu_only() == hidden
+
+
+_AUTO_CLUSTERED_STEP = textwrap.dedent("""
+    import sys
+    sys.path[:0] = [%(repo)r, %(tests)r]
+    from engine import tf_env
+    import tensorflow.compat.v1 as tf
+    tf.disable_v2_behavior()
+    import optimization, tower_utils
+    from test_towers import _data, _tower_fn
+    losses = []
+    for use_xla in (False, True):
+      with tf.Graph().as_default():
+        tf.set_random_seed(0)
+        features = {k: tf.constant(v) for k, v in _data().items()}
+        result = tower_utils.build_towers(_tower_fn, features, tower_utils.parallel_spec(2),
+                                          use_xla=use_xla)
+        train_op, _ = optimization.create_train_op_from_grads(result.grads_and_vars, 1e-2, 10, 0)
+        with tf.Session(config=tower_utils.session_config(2, use_xla=use_xla)) as sess:
+          sess.run(tf.global_variables_initializer())
+          meta = tf.RunMetadata()
+          loss, _ = sess.run([result.loss, train_op], options=tf.RunOptions(
+              trace_level=tf.RunOptions.FULL_TRACE), run_metadata=meta)
+          losses.append(loss)
+      ran = [n.node_name for d in meta.step_stats.dev_stats for n in d.node_stats]
+    print("XLA_RUN_NODES", sum(1 for name in ran if name.startswith("cluster_")))
+    print("LOSSES", float(losses[0]), float(losses[1]))
+""")
+
+
+def test_xla_auto_clustering_runs_a_step(tmp_path):
+  """--use_xla's global jit level, with auto-clustering made to act on CPUs: the step runs
+  XLA clusters and gives the loss of the uncompiled step."""
+  script = tmp_path / "step.py"
+  script.write_text(_AUTO_CLUSTERED_STEP % {"repo": REPO_ROOT,
+                                            "tests": os.path.join(REPO_ROOT, "tests")})
+  env = dict(os.environ, TF_XLA_FLAGS="--tf_xla_cpu_global_jit", CUDA_VISIBLE_DEVICES="",
+             TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                        timeout=240)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+  assert int(lines["XLA_RUN_NODES"]) > 0, proc.stdout
+  plain, compiled = (float(x) for x in lines["LOSSES"].split())
+  assert abs(plain - compiled) < 1e-4 * abs(plain), (plain, compiled)
