@@ -66,6 +66,7 @@ from core.errors import InputError
 import modeling
 from parallel import accumulation
 from parallel import cluster as cluster_lib
+from parallel import collective
 from parallel import pipeline
 from parallel import recompute as recompute_lib
 from parallel import strategies
@@ -157,21 +158,50 @@ def num_visible_gpus():
   return len(tf.config.list_physical_devices("GPU"))
 
 
+def process_gpus(n_devices, cluster=cluster_lib.SINGLE_PROCESS):
+  """Which of the GPUs TensorFlow sees (positions in CUDA_VISIBLE_DEVICES) this process uses.
+
+  One process per host: all of them. Several processes of the run on one host (tasks whose
+  addresses name the same host: Slurm's tasks of a node, scripts/launch_local_workers.sh, a
+  TF_CONFIG with several tasks per machine) would otherwise all use the same cards, which NCCL
+  refuses: when the host's visible GPUs hold n_devices for each of them, the process of local
+  rank r takes the r-th block of n_devices. With fewer cards each process uses all it sees: it
+  was given its own by CUDA_VISIBLE_DEVICES (or shares, which the handshake refuses).
+
+  Returns:
+    list of GPU positions (empty without GPUs).
+  """
+  visible = num_visible_gpus()
+  local = cluster.local_ranks()
+  if len(local) > 1 and visible >= len(local) * n_devices:
+    first = local.index(cluster.rank) * n_devices
+    return list(range(first, first + n_devices))
+  return list(range(visible))
+
+
+def gpu_cards(n_devices, cluster=cluster_lib.SINGLE_PROCESS):
+  """The cards of process_gpus as CUDA_VISIBLE_DEVICES names them (index or UUID)."""
+  visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+  names = [c.strip() for c in visible.split(",")] if visible else []
+  return [names[i] if i < len(names) else str(i) for i in process_gpus(n_devices, cluster)]
+
+
 def process_devices(n_devices, cluster=cluster_lib.SINGLE_PROCESS):
-  """The names of a process's devices 0..n_devices-1: GPU (i mod visible GPUs), or virtual CPU i.
+  """The names of a process's devices 0..n_devices-1: GPU (i mod its GPUs), or virtual CPU i.
 
   Args:
     n_devices: devices of the process (--n_gpus), >= 1.
-    cluster: the run's processes; in a multi-process run the names carry this task.
+    cluster: the run's processes; in a multi-process run the names carry this task, and the
+      GPUs are this process's share of its host's (process_gpus).
 
   Returns:
     list of n_devices device strings, e.g. ["/device:GPU:0", "/device:GPU:1", "/device:GPU:0"]
-    with 2 visible GPUs.
+    with 2 GPUs.
   """
-  visible_gpus = num_visible_gpus()
+  gpus = len(process_gpus(n_devices, cluster))
   prefix = cluster.device_prefix()
-  if visible_gpus:
-    return ["%s/device:GPU:%d" % (prefix, i % visible_gpus) for i in range(n_devices)]
+  if gpus:
+    return ["%s/device:GPU:%d" % (prefix, i % gpus) for i in range(n_devices)]
   return ["%s/device:CPU:%d" % (prefix, i) for i in range(n_devices)]
 
 
@@ -190,8 +220,9 @@ def stage_devices(spec):
   stages = spec.pipeline_stages
   if spec.placement == "inter_first":
     cluster = spec.cluster
-    flat = [cluster.device_prefix(r) + device for device in process_devices(
-        devices_per_process(spec)) for r in range(len(cluster.tasks))]
+    flat = [cluster.device_prefix(r) + collective.device_suffix(device)
+            for device in process_devices(devices_per_process(spec), cluster)
+            for r in range(len(cluster.tasks))]
   else:
     flat = process_devices(devices_per_process(spec), spec.cluster)
   return [flat[i * stages:(i + 1) * stages] for i in range(spec.n_towers)]
@@ -231,6 +262,9 @@ def session_config(n_devices, use_xla=False, intra_op_threads=0, inter_op_thread
   if num_visible_gpus():
     config.gpu_options.allow_growth = True
     config.experimental.collective_nccl = bool(cluster.tasks)
+    gpus = process_gpus(n_devices, cluster)
+    if len(gpus) < num_visible_gpus():  # This process's share of the host's cards.
+      config.gpu_options.visible_device_list = ",".join(str(g) for g in gpus)
   else:
     config.device_count["CPU"] = n_devices
   if use_xla:
@@ -337,7 +371,8 @@ def join_processes(spec, must_agree, from_chief):
   ])
   facts.update(must_agree)
   return cluster_lib.handshake(spec.cluster, session_config(devices, cluster=spec.cluster),
-                               facts, from_chief, spec.collective_timeout_s)
+                               facts, from_chief, spec.collective_timeout_s,
+                               cards=gpu_cards(devices, spec.cluster))
 
 
 def _check_devices_exist(spec):

@@ -104,6 +104,14 @@ class Cluster(object):
     task = self.tasks[rank]
     return "task %d (%s:%d at %s)" % (rank, task.job, task.index, task.address)
 
+  def local_ranks(self):
+    """The ranks of the tasks on this task's host (its own among them), in rank order: the
+    processes that share this host's GPUs. [0] in one process."""
+    if not self.tasks:
+      return [0]
+    host = host_of(self.tasks[self.rank].address)
+    return [r for r, task in enumerate(self.tasks) if host_of(task.address) == host]
+
   def cluster_spec(self):
     """dict job -> list of addresses, as tf.train.ClusterSpec takes it."""
     jobs = collections.OrderedDict()
@@ -113,6 +121,16 @@ class Cluster(object):
 
 
 SINGLE_PROCESS = Cluster([], 0, "no cluster configured")
+
+_LOOPBACK = frozenset(["localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"])
+
+
+def host_of(address):
+  """The host part of 'host:port', loopback names (and this machine's own name) as 'localhost'."""
+  host = address.rsplit(":", 1)[0].lower()
+  if host in _LOOPBACK or host == socket.gethostname().lower():
+    return "localhost"
+  return host
 
 
 def resolve(worker_hosts=None, task_index=None, worker_port=2222, environ=None):
@@ -469,9 +487,9 @@ def _fact_value(value):
   return int(digest[:15], 16)
 
 
-def handshake(cluster, config, must_agree, from_chief, timeout_s):
-  """Waits for every process, checks that `must_agree` is the same everywhere, returns the chief's
-  `from_chief`.
+def handshake(cluster, config, must_agree, from_chief, timeout_s, cards=()):
+  """Waits for every process, checks that `must_agree` is the same everywhere and that no two
+  processes of one host use the same GPU, returns the chief's `from_chief`.
 
   Args:
     cluster: Cluster (with tasks).
@@ -479,15 +497,18 @@ def handshake(cluster, config, must_agree, from_chief, timeout_s):
     must_agree: OrderedDict name -> int or str (a flag value, a digest of the model config...).
     from_chief: OrderedDict name -> int that only the chief's value counts for.
     timeout_s: how long to wait for the slowest process.
+    cards: the GPUs this process uses, as CUDA_VISIBLE_DEVICES names them (at most
+      MAX_CARDS).
 
   Returns:
     dict name -> the chief's int value of each `from_chief` entry.
 
   Raises:
-    InputError: a process disagrees (naming it, the fact and both values) or has not joined.
+    InputError: a process disagrees (naming it, the fact and both values), shares a GPU with
+      another process of its host, or has not joined.
   """
   mine = [cluster.rank] + [_fact_value(v) for v in list(must_agree.values()) +
-                           list(from_chief.values())]
+                           list(from_chief.values())] + _card_row(cards)
   target = session_target(cluster, config)
   if not cluster.is_chief:
     wait_for_tasks(cluster, timeout_s, ranks=[0])
@@ -498,7 +519,8 @@ def handshake(cluster, config, must_agree, from_chief, timeout_s):
     try:
       sess = tf.Session(target, config=session_config(cluster, config))
       by_rank = {int(row[0]): row[1:] for row in sess.run(gathered)}
-      disagreement = _first_disagreement(cluster, must_agree, by_rank)
+      disagreement = (_first_disagreement(cluster, must_agree, by_rank) or
+                      _shared_card(cluster, cards, by_rank))
       if disagreement:
         leave_together(sess, parted)
         raise InputError(disagreement)
@@ -544,6 +566,39 @@ def _first_disagreement(cluster, must_agree, by_rank):
       return ("%s has a different %s than the chief, %s%s: start every process with the same "
               "flags, model and training data" %
               (cluster.describe(rank), name, cluster.describe(0), values))
+  return None
+
+
+MAX_CARDS = 16  # GPUs per process the handshake can compare
+
+
+def _card_row(cards):
+  """The handshake's columns for `cards`: each card's digest, padded with -1 to MAX_CARDS."""
+  cards = list(cards)[:MAX_CARDS]
+  return [_fact_value(c) for c in cards] + [-1] * (MAX_CARDS - len(cards))
+
+
+def _shared_card(cluster, cards, by_rank):
+  """The one-line error for two processes of one host that use the same GPU, or None.
+
+  NCCL refuses such a pair ("Duplicate GPU detected") at the first all-reduce, which would
+  otherwise look like a process that dropped out."""
+  mine = dict(zip(_card_row(cards), cards))
+  used = {}
+  for rank in sorted(by_rank):
+    host = host_of(cluster.tasks[rank].address)
+    for card in by_rank[rank][-MAX_CARDS:]:
+      if card == -1:
+        continue
+      other = used.setdefault((host, card), rank)
+      if other != rank:
+        name = "GPU %s" % mine[card] if card in mine else "a GPU"
+        return ("%s and %s use the same card (%s of host %s): each process of a host needs "
+                "its own GPUs; give every process of the host the same CUDA_VISIBLE_DEVICES "
+                "with at least processes x --n_gpus cards (each then takes its own block), or "
+                "each its own cards (CUDA_VISIBLE_DEVICES_<i> with "
+                "scripts/launch_local_workers.sh, --gpus-per-task with Slurm)" %
+                (cluster.describe(other), cluster.describe(rank), name, host))
   return None
 
 

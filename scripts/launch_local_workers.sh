@@ -6,8 +6,11 @@
 #
 #   bash scripts/launch_local_workers.sh 2 run_classifier_mgpu.py --task_name=tsv ... --n_gpus=1
 #
-# Give each process its GPUs with CUDA_VISIBLE_DEVICES_<i> (e.g. CUDA_VISIBLE_DEVICES_0=0,1
-# CUDA_VISIBLE_DEVICES_1=2,3); without them every process sees CUDA_VISIBLE_DEVICES.
+# GPUs: every process sees CUDA_VISIBLE_DEVICES, and when it lists N x --n_gpus cards or more,
+# process i takes the i-th block of --n_gpus of them (tower_utils.process_gpus). Or give each
+# process its own list with CUDA_VISIBLE_DEVICES_<i> (e.g. CUDA_VISIBLE_DEVICES_0=0,1
+# CUDA_VISIBLE_DEVICES_1=2,3). Two processes that would share a card stop at the handshake
+# with one error line naming it.
 # Prints the processes' logs; takes as long as the run (the README's two-process example on the
 # demo's data: about a minute on 2 cores).
 source "$(dirname "$0")/help.sh" "$@"

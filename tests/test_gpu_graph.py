@@ -155,3 +155,80 @@ def test_xla_auto_clustering_runs_a_step(tmp_path):
   assert int(lines["XLA_RUN_NODES"]) > 0, proc.stdout
   plain, compiled = (float(x) for x in lines["LOSSES"].split())
   assert abs(plain - compiled) < 1e-4 * abs(plain), (plain, compiled)
+
+
+def _two_on_one_host(rank):
+  return cluster_lib.Cluster([cluster_lib.Task("worker", 0, "localhost:1"),
+                              cluster_lib.Task("worker", 1, "127.0.0.1:2"),
+                              cluster_lib.Task("worker", 2, "host2:1")], rank, "test")
+
+
+def test_processes_of_one_host_take_disjoint_blocks_of_its_gpus(monkeypatch):
+  monkeypatch.setattr(tower_utils, "num_visible_gpus", lambda: 4)
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+  first, second, alone = (_two_on_one_host(r) for r in range(3))
+  assert first.local_ranks() == second.local_ranks() == [0, 1] and alone.local_ranks() == [2]
+  assert tower_utils.process_gpus(2, first) == [0, 1]
+  assert tower_utils.process_gpus(2, second) == [2, 3]
+  assert tower_utils.gpu_cards(2, second) == ["6", "7"]
+  assert tower_utils.process_devices(2, second) == [
+      "/job:worker/replica:0/task:1/device:GPU:0", "/job:worker/replica:0/task:1/device:GPU:1"]
+  assert tower_utils.session_config(2, cluster=second).gpu_options.visible_device_list == "2,3"
+  # The only process of its host keeps all of them (its devices share cards round robin).
+  assert tower_utils.process_gpus(2, alone) == [0, 1, 2, 3]
+  assert tower_utils.session_config(2, cluster=alone).gpu_options.visible_device_list == ""
+  # Too few cards for a block each: each process uses what it sees (its own cards, or a
+  # shared one, which the handshake refuses).
+  assert tower_utils.process_gpus(3, second) == [0, 1, 2, 3]
+
+
+_HANDSHAKE_WITH_FAKE_GPUS = textwrap.dedent("""
+    import collections, sys
+    sys.path.insert(0, %(repo)r)
+    from engine import tf_env
+    import tensorflow.compat.v1 as tf
+    tf.disable_v2_behavior()
+    from core.errors import InputError
+    from parallel import cluster
+    import tower_utils
+    tower_utils.num_visible_gpus = lambda: 2  # as on a host with 2 GPUs
+    run = cluster.resolve(sys.argv[1], int(sys.argv[2]))
+    spec = tower_utils.parallel_spec(2, cluster=run, collective_timeout_s=60)
+    try:
+      tower_utils.join_processes(spec, collections.OrderedDict(),
+                                 collections.OrderedDict([("start_step", 0)]))
+    except InputError as e:
+      print("error: %%s" %% e)
+      sys.exit(2)
+    print("joined, cards %%s" %% tower_utils.gpu_cards(2, run))
+""")
+
+
+def test_two_processes_on_one_card_are_refused_at_the_handshake(tmp_path):
+  """Two processes of one host that see the same 2 GPUs and want 2 devices each would share
+  both cards (NCCL refuses that at the first all-reduce, reported as a process that dropped
+  out): both end at the handshake with one line naming the card. Given their own cards
+  (CUDA_VISIBLE_DEVICES 0,1 and 2,3), two others join. The pairs run at the same time."""
+  import script_runner  # pylint: disable=g-import-not-at-top
+  script = tmp_path / "join.py"
+  script.write_text(_HANDSHAKE_WITH_FAKE_GPUS % {"repo": REPO_ROOT})
+  procs = {}
+  for pair, second_cards in (("shared", "0,1"), ("own", "2,3")):
+    hosts = ",".join("localhost:%d" % p for p in script_runner.free_ports(2))
+    procs[pair] = [subprocess.Popen(
+        [sys.executable, str(script), hosts, str(i)], stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
+        env=dict(os.environ, CUDA_VISIBLE_DEVICES="0,1" if i == 0 else second_cards,
+                 TF_CPP_MIN_LOG_LEVEL="3")) for i in range(2)]
+  outs = {}
+  try:
+    for pair, pair_procs in procs.items():
+      outs[pair] = [(p.wait(timeout=120), p.stdout.read().strip()) for p in pair_procs]
+  finally:
+    for proc in sum(procs.values(), []):
+      if proc.poll() is None:
+        proc.kill()
+  for code, out in outs["shared"]:
+    assert code == 2 and out.startswith("error: task 0 (worker:0 at localhost:") and (
+        "use the same card (GPU 0 of host localhost)" in out), out
+  assert outs["own"] == [(0, "joined, cards ['0', '1']"), (0, "joined, cards ['2', '3']")], outs
