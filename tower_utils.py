@@ -387,14 +387,17 @@ def _check_devices_exist(spec):
                          "--n_gpus (and as many visible GPUs)" % device)
 
 
-def log_device_map(devices):
+def log_device_map(devices, cards=None):
   """Logs which device each tower (and each of its stages) runs on, with the physical card.
 
   Args:
     devices: per tower, its device, or the list of its stage devices.
+    cards: this process's GPUs as CUDA_VISIBLE_DEVICES names them, GPU:k being cards[k]
+      (gpu_cards); default: all of CUDA_VISIBLE_DEVICES.
   """
-  visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-  cards = [c.strip() for c in visible.split(",")] if visible else None
+  if cards is None:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    cards = [c.strip() for c in visible.split(",")] if visible else None
   for i, stages in enumerate(devices):
     stages = [stages] if isinstance(stages, str) else stages
     for s, device in enumerate(stages):
@@ -502,7 +505,8 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
     strategy (post_init_op, savable_variables, is_chief).
   """
   stages = stage_devices(spec)
-  log_device_map(stages)
+  log_device_map(stages, gpu_cards(devices_per_process(spec), spec.cluster)
+                 if os.environ.get("CUDA_VISIBLE_DEVICES") else None)
   devices = [tower[0] for tower in stages]
   strategy = _STRATEGIES[(spec.reduction, spec.cluster.num_processes > 1)](
       stages, spec.cluster, spec.pack_mb, spec.collective_timeout_s)

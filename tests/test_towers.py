@@ -164,6 +164,10 @@ def test_device_map_is_logged_with_the_physical_card(monkeypatch, caplog):
   assert "tower 0 -> /device:GPU:0 (CUDA_VISIBLE_DEVICES card 3)" in text
   assert "tower 1 -> /device:GPU:1 (CUDA_VISIBLE_DEVICES card 5)" in text
   assert "tower 2 -> /device:GPU:0 (CUDA_VISIBLE_DEVICES card 3)" in text
+  # The second process of a host that took cards 6,7 of CUDA_VISIBLE_DEVICES=4,5,6,7.
+  with caplog.at_level("INFO"):
+    tower_utils.log_device_map(["/device:GPU:0", "/device:GPU:1"], ["6", "7"])
+  assert "tower 1 -> /device:GPU:1 (CUDA_VISIBLE_DEVICES card 7)" in caplog.text
 
 
 @pytest.mark.parametrize("bad", [0, -1])
