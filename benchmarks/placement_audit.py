@@ -89,6 +89,16 @@ def _fake_gpus(n_gpus):
   patch(tower_utils, "join_processes", lambda spec, must_agree, from_chief: dict(from_chief))
   patch(tower_utils, "start_chief_graph", lambda spec: None)
   patch(checkpoints, "check_checkpoint_has", lambda *args, **kwargs: None)
+  find_checkpoint = checkpoints.find_checkpoint
+
+  def any_checkpoint(output_dir, init_checkpoint):
+    """Eval and predict graphs are built without a trained checkpoint: none is read."""
+    try:
+      return find_checkpoint(output_dir, init_checkpoint)
+    except InputError:
+      return os.path.join(output_dir, "model.ckpt-0")
+
+  patch(checkpoints, "find_checkpoint", any_checkpoint)
   try:
     yield
   finally:
@@ -429,6 +439,11 @@ def parse_args(argv):
                       help="GPUs the graph is built for (as CUDA_VISIBLE_DEVICES would show).")
   parser.add_argument("--graph_out", default=None,
                       help="Also write the GraphDef (text) with requested devices and shapes.")
+  parser.add_argument("--row", default=None,
+                      help="Print only one Markdown table row named ROW (scripts/"
+                           "placement_table.sh): unplaced readers and ops without a GPU kernel "
+                           "on GPUs, GPU:0's MB in, the busiest other GPU's, their ratio, and "
+                           "the MB that cross devices per step in all.")
   args = parser.parse_args(argv[:cut])
   if args.fake_gpus < 1:
     raise InputError("--fake_gpus=%d: expected an integer >= 1" % args.fake_gpus)
@@ -456,9 +471,30 @@ def main(argv=None):
     return 2
   if args.graph_out:
     write_graph(graph, args.graph_out)
-  print(format_report(report, "%s with %d fake GPUs" % (os.path.basename(script),
-                                                        args.fake_gpus)))
+  if args.row:
+    print(table_row(report, args.row))
+  else:
+    print(format_report(report, "%s with %d fake GPUs" % (os.path.basename(script),
+                                                          args.fake_gpus)))
   return 0
+
+
+TABLE_HEADER = ("| mode | unplaced readers | GPU ops without GPU kernel | GPU:0 MB in | busiest "
+                "other GPU MB in | ratio | MB crossing in all |\n| --- | --- | --- | --- | --- | "
+                "--- | --- |")
+
+
+def table_row(report, name):
+  """One Markdown row of TABLE_HEADER for `report`."""
+  gpus = {d: r for d, r in report.devices.items() if "/GPU:" in d}
+  first = [r.bytes_in for d, r in gpus.items() if d.endswith("/GPU:0")]
+  others = [r.bytes_in for d, r in gpus.items() if not d.endswith("/GPU:0")]
+  ratio = gpu0_ratio(report)
+  return "| %s | %d | %d | %.1f | %.1f | %s | %.1f |" % (
+      name, sum(r.unplaced_readers for r in report.devices.values()),
+      sum(r.no_gpu_kernel for r in report.devices.values()), (first or [0])[0] / 1e6,
+      max(others or [0]) / 1e6, "%.2f" % ratio if ratio is not None else "-",
+      sum(r.bytes_in for r in report.devices.values()) / 1e6)
 
 
 if __name__ == "__main__":
