@@ -7,8 +7,9 @@ count or a strategy.
 
 The counts, one word each (flags in brackets):
 - devices: what a process brings (--n_gpus, which keeps its stock name): GPUs, or virtual CPU
-  devices without one. Device i of a process is GPU (i mod G), G the GPUs TensorFlow sees (those
-  of CUDA_VISIBLE_DEVICES), so --n_gpus may exceed the cards and devices then share one; with no
+  devices without one. Device i of a process is GPU (i mod G), G the GPUs it uses: those of
+  CUDA_VISIBLE_DEVICES, or its own block of them when several processes share the host
+  (`process_gpus`), so --n_gpus may exceed the cards and devices then share one; with no
   GPU, device i is its own virtual CPU device `/device:CPU:i` (`ConfigProto(device_count={"CPU":
   n})`, see `session_config`), so every multi-tower code path runs and is tested on a CPU-only
   machine. See `process_devices` and `devices_per_process`.
@@ -29,6 +30,10 @@ batch (`GlobalBatch.loss_denominator`), so the mean of the tower losses of all p
 loss of the global batch whatever each tower holds. With `use_xla` each tower's forward and
 backward pass is compiled by XLA (`jit_scope`; on GPUs `session_config` also turns on
 auto-clustering).
+
+Nothing is left for TensorFlow's placer, which would put an op without a device on GPU:0: every
+op of a step asks for a device or is colocated with what it reads (benchmarks/placement_audit.py
+checks a run's graph as on N GPUs, tests/test_placement_audit.py every mode).
 
 Gradients are reduced in two stages: towers on the same device are summed there (a local sum);
 then a strategy (parallel/strategies.py, where each mode's cost and best use are described)
