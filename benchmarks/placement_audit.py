@@ -199,9 +199,12 @@ def _allows(op, constraint):
 class Placement(object):
   """Each op's device as the placer would choose it (see the module docstring)."""
 
-  def __init__(self, graph, home):
+  def __init__(self, graph, home, default_type=GPU):
+    """default_type: where an op without a device goes ("GPU": GPU:0; "CPU" on a machine
+    without GPUs)."""
     self._graph = graph
     self._home = home
+    self._default_type = default_type
     self._device = {}
     self.unplaced = set()  # names of ops with no device and no colocation
     self.no_gpu_kernel = set()  # names of ops asked onto a GPU without a GPU kernel
@@ -226,7 +229,7 @@ class Placement(object):
       others = [g for g in groups if g != op.name]
       if others:
         return self.device(self._graph.get_operation_by_name(others[0]))
-      device = full_device("", self._home)
+      device = full_device("", self._home, self._default_type)
       self.unplaced.add(op.name)
     if "/GPU:" in device and not has_gpu_kernel(op):
       if op.device:

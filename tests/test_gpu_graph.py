@@ -232,3 +232,21 @@ def test_two_processes_on_one_card_are_refused_at_the_handshake(tmp_path):
     assert code == 2 and out.startswith("error: task 0 (worker:0 at localhost:") and (
         "use the same card (GPU 0 of host localhost)" in out), out
   assert outs["own"] == [(0, "joined, cards ['0', '1']"), (0, "joined, cards ['2', '3']")], outs
+
+
+def test_gpu_check_runs_its_cpu_path_and_every_op_runs_where_the_graph_asked(capsys):
+  """scripts/gpu_check.sh's CPU path (virtual devices): the table, and no op that ran on
+  another device than the placement audit predicts."""
+  sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+  import gpu_check  # pylint: disable=g-import-not-at-top
+  assert gpu_check.main(["--config=tiny", "--modes=shared", "--seq=8", "--rows=2",
+                         "--steps=1"]) == 0
+  rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+  assert [r.split(" | ")[0] for r in rows[2:]] == ["| shared, 1 device", "| shared"]
+  for row in rows[2:]:
+    cells = row.strip("| ").split(" | ")
+    assert float(cells[2]) > 0  # examples/sec
+    moved, ops = cells[6].split(" of ")
+    assert moved == "0" and int(ops) > 500, row
+  assert gpu_check.main(["--modes=gpipe,nope"]) == 2
+  assert "error: --modes=gpipe,nope: expected some of" in capsys.readouterr().err
