@@ -8,7 +8,9 @@ and prints:
   benchmarks/memory_bench.py), max/min over the devices;
 - moved: ops that ran on another device than the graph asked for (soft placement moves an op
   without a GPU kernel to the CPU; benchmarks/placement_audit.py predicts each op's device),
-  and the share of all ops that ran on GPU:0 (a peer of the others, about 1/N).
+  and the share of all ops that ran on GPU:0 (a peer of the others, about 1/N);
+- the MB one applying run sends between devices as TensorFlow partitioned it (its _Send nodes)
+  against the placement audit's count for the same graph (all-reduces aside).
 
 On a machine without GPUs it runs the same on virtual CPU devices (the suite runs that path with
 a tiny model): the table then says "CPU", and its speed and memory say nothing about GPUs.
@@ -59,7 +61,7 @@ MODES = collections.OrderedDict([
 ])
 
 Check = collections.namedtuple("Check", ["mode", "devices", "examples_per_sec", "peaks", "moved",
-                                         "gpu0_share", "ops"])
+                                         "gpu0_share", "ops", "runtime_mb", "audit_mb"])
 
 
 def _input_fn(config, seq):
@@ -107,8 +109,9 @@ def run_mode(name, config, seq, rows, n_devices, n_gpus, steps):
       sess.run(fetches, **kwargs)
 
     update()  # warm-up: graph optimization, allocation
-    metadata = tf.RunMetadata()
-    update(options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), run_metadata=metadata)
+    metadata = tf.RunMetadata()  # of the applying run (the last)
+    update(options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE,
+                                 output_partition_graphs=True), run_metadata=metadata)
     times = []
     for _ in range(steps):
       start = time.time()
@@ -118,9 +121,15 @@ def run_mode(name, config, seq, rows, n_devices, n_gpus, steps):
   rows_per_update = rows * spec.n_towers * spec.accum_steps
   devices = [d for tower in tower_utils.stage_devices(spec) for d in tower]
   moved, on_gpu0, ran = _placement(graph, spec, metadata.step_stats, bool(n_gpus))
+  home = placement_audit.home_device(spec)
+  placement = placement_audit.Placement(graph, home, placement_audit.GPU if n_gpus else "CPU")
+  crossing = placement_audit.crossings(placement_audit.step_ops(graph, fetches), placement)
   return Check(name, devices, rows_per_update / float(np.mean(faster_half)),
                memory_bench.device_peaks(metadata.step_stats, devices), moved,
-               on_gpu0 / float(max(ran, 1)), ran)
+               on_gpu0 / float(max(ran, 1)), ran,
+               sum(placement_audit.partition_bytes(metadata.partition_graphs, graph,
+                                                   home).values()) / 1e6,
+               sum(c.bytes or 0 for c in crossing) / 1e6)
 
 
 def _placement(graph, spec, step_stats, gpus):
@@ -148,15 +157,16 @@ def format_table(checks, kind, config_name, seq, rows):
   lines = ["%s; %s, seq %d, %d rows per device, TensorFlow %s" % (
       machine.describe(), config_name, seq, rows, tf.__version__),
            "| mode | %ss | examples/sec | vs 1 %s | peak GB per device | max/min | moved ops "
-           "| share of ops on device 0 |" % (kind, kind),
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| share of ops on device 0 | MB sent between devices: runtime / audit |" % (
+               kind, kind),
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
   base = checks[0].examples_per_sec
   for c in checks:
     peaks = [p / 1e9 for p in c.peaks]
-    lines.append("| %s | %d | %.1f | %.2f | %s | %.2f | %d of %d | %.2f |" % (
+    lines.append("| %s | %d | %.1f | %.2f | %s | %.2f | %d of %d | %.2f | %.3f / %.3f |" % (
         c.mode, len(c.devices), c.examples_per_sec, c.examples_per_sec / base,
         ", ".join("%.3f" % p for p in peaks), max(peaks) / max(min(peaks), 1e-9), c.moved,
-        c.ops, c.gpu0_share))
+        c.ops, c.gpu0_share, c.runtime_mb, c.audit_mb))
   return "\n".join(lines)
 
 

@@ -304,6 +304,24 @@ def collective_bytes(ops, placement):
   return moved
 
 
+def partition_bytes(partition_graphs, graph, home):
+  """Per destination device, the bytes TensorFlow's own partitioning sends there in a run: the
+  inputs of its _Send nodes (RunOptions.output_partition_graphs), sized as crossings() sizes
+  them, to check the audit against the runtime on virtual devices."""
+  sent = collections.Counter()
+  for partition in partition_graphs:
+    for node in partition.node:
+      if node.op != "_Send":
+        continue
+      name = node.input[0] if ":" in node.input[0] else node.input[0] + ":0"
+      try:
+        size = tensor_bytes(graph.get_tensor_by_name(name))
+      except (KeyError, ValueError):
+        continue  # a control edge the partitioner made into a tensor
+      sent[full_device(node.attr["recv_device"].s.decode(), home)] += size or 0
+  return sent
+
+
 class DeviceReport(collections.namedtuple("DeviceReport", [
     "ops", "unplaced_readers", "no_gpu_kernel", "bytes_in", "bytes_out", "unknown_in"])):
   """Per device: ops placed there, unplaced ops there that read another device's tensor, ops

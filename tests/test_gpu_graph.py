@@ -248,5 +248,8 @@ def test_gpu_check_runs_its_cpu_path_and_every_op_runs_where_the_graph_asked(cap
     assert float(cells[2]) > 0  # examples/sec
     moved, ops = cells[6].split(" of ")
     assert moved == "0" and int(ops) > 500, row
+    runtime, audit = (float(x) for x in cells[8].split(" / "))  # what crosses, both ways
+    if row.startswith("| shared |"):
+      assert audit > 0 and abs(runtime - audit) <= 0.01 * audit, row
   assert gpu_check.main(["--modes=gpipe,nope"]) == 2
   assert "error: --modes=gpipe,nope: expected some of" in capsys.readouterr().err
