@@ -323,10 +323,29 @@ def partition_bytes(partition_graphs, graph, home):
 
 
 class DeviceReport(collections.namedtuple("DeviceReport", [
-    "ops", "unplaced_readers", "no_gpu_kernel", "bytes_in", "bytes_out", "unknown_in"])):
+    "ops", "unplaced_readers", "no_gpu_kernel", "bytes_in", "bytes_out", "unknown_in",
+    "flops"])):
   """Per device: ops placed there, unplaced ops there that read another device's tensor, ops
   without a GPU kernel asked onto it, bytes received and sent per step, crossing tensors of
-  unknown size received."""
+  unknown size received, and the FLOPs of its matmuls per step (static shapes only)."""
+
+
+_MATMULS = frozenset(["MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"])
+
+
+def matmul_flops(op):
+  """2 m n k of a matmul op (batched: times the batch) from static shapes; 0 for other ops or
+  unknown shapes. Matmuls are nearly all of a BERT step's FLOPs."""
+  if op.type not in _MATMULS or not op.outputs[0].shape.is_fully_defined():
+    return 0
+  a = op.inputs[0].shape
+  if a.dims is None:
+    return 0
+  transposed = op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x")
+  k = a[-2] if transposed else a[-1]
+  if k is None:
+    return 0
+  return 2 * op.outputs[0].shape.num_elements() * int(k)
 
 
 Audit = collections.namedtuple("Audit", ["devices", "runs", "unplaced_examples",
@@ -356,44 +375,32 @@ def audit(graph, spec, runs=None):
   if not runs:
     raise InputError("the graph marks no step (tower_utils.mark_step): nothing to audit")
   placement = Placement(graph, home_device(spec))
-  stats = collections.defaultdict(lambda: collections.Counter())
+  stats = collections.defaultdict(collections.Counter)
   unplaced_examples, kernel_examples = [], []
   for times, fetches in runs.values():
     ops = step_ops(graph, fetches)
-    for op in ops:
-      stats[placement.device(op)]["ops"] += 0  # every device appears
     for device, moved in collective_bytes(ops, placement).items():
       stats[device]["bytes_in"] += moved * times
       stats[device]["bytes_out"] += moved * times
     for c in crossings(ops, placement):
-      reader_unplaced = False
-      for consumer in c.tensor.consumers():
-        if consumer.name in placement.unplaced and placement.device(consumer) == c.dest:
-          reader_unplaced = True
       if c.bytes is None:
         stats[c.dest]["unknown_in"] += times
       else:
         stats[c.dest]["bytes_in"] += c.bytes * times
         stats[c.source]["bytes_out"] += c.bytes * times
-      if reader_unplaced:
-        stats[c.dest]["unplaced_readers"] += 0
-    readers = set()
-    for op in ops:
-      if op.name in placement.unplaced:
-        device = placement.device(op)
-        if any(placement.device(t.op) != device for t in op.inputs):
-          readers.add(op.name)
-          if len(unplaced_examples) < 12:
-            unplaced_examples.append("%s (%s)" % (op.name, op.type))
-      if op.name in placement.no_gpu_kernel and len(kernel_examples) < 12:
-        kernel_examples.append("%s (%s)" % (op.name, op.type))
     for op in ops:
       device = placement.device(op)
       stats[device]["ops"] += 1
-      if op.name in readers:
+      stats[device]["flops"] += matmul_flops(op) * times
+      if op.name in placement.unplaced and any(placement.device(t.op) != device
+                                               for t in op.inputs):
         stats[device]["unplaced_readers"] += 1
+        if len(unplaced_examples) < 12:
+          unplaced_examples.append("%s (%s)" % (op.name, op.type))
       if op.name in placement.no_gpu_kernel:
         stats[device]["no_gpu_kernel"] += 1
+        if len(kernel_examples) < 12:
+          kernel_examples.append("%s (%s)" % (op.name, op.type))
   devices = collections.OrderedDict(
       (d, DeviceReport(*(stats[d][f] for f in DeviceReport._fields)))
       for d in sorted(stats, key=_device_order))

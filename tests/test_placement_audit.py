@@ -103,7 +103,9 @@ def test_the_audit_finds_an_unplaced_reader_and_counts_what_crosses():
     with tf.device("/device:GPU:2"):
       ok = tf.identity(big, name="placed_copy")  # a placed reader: bytes, not a finding
       strings = tf.strings.as_string(ids, name="no_gpu_kernel")  # GPU asked, CPU kernel only
-    tower_utils.mark_step("update", [total, ok, strings])
+    with tf.device("/device:GPU:3"):
+      product = tf.matmul(tf.zeros([4, 8]), tf.zeros([16, 8]), transpose_b=True)  # 2*4*16*8
+    tower_utils.mark_step("update", [total, ok, strings, product])
   report = placement_audit.audit(graph, tower_utils.parallel_spec(3))
   devices = report.devices
   assert devices["/GPU:0"].unplaced_readers == 1 and devices["/GPU:0"].bytes_in == 1 << 20
@@ -113,6 +115,7 @@ def test_the_audit_finds_an_unplaced_reader_and_counts_what_crosses():
   assert devices["/CPU:0"].no_gpu_kernel == 1
   assert report.no_gpu_kernel_examples == ["no_gpu_kernel (AsString)"]
   assert placement_audit.gpu0_ratio(report) == 1.0
+  assert devices["/GPU:3"].flops == 1024 and devices["/GPU:2"].flops == 0
 
 
 def test_an_all_reduce_moves_twice_its_share_through_each_member():
