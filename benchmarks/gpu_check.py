@@ -79,14 +79,15 @@ def _input_fn(config, seq):
   return input_fn
 
 
-def build(config, seq, rows, n_devices, n_gpus, options, output_dir):
+def build(config, seq, rows, n_devices, n_gpus, options, output_dir, precision="fp32"):
   """The engine's training graph of one mode, built up to its Session: (graph, ParallelSpec)."""
   stages = options.get("pipeline_stages", 1)
   parallel = tower_utils.parallel_spec(max(n_devices // stages, 1), **options)
   spec = training.TrainSpec(
       output_dir=output_dir, parallel=parallel, batch_size_per_tower=rows,
       num_train_steps=1000, num_warmup_steps=10, learning_rate=1e-5, init_checkpoint=None,
-      save_checkpoints_steps=1000, log_every_n_steps=1000, keep_checkpoint_max=1, seed=0)
+      save_checkpoints_steps=1000, log_every_n_steps=1000, keep_checkpoint_max=1, seed=0,
+      precision=precision)
   return placement_audit.capture(lambda: training.train(
       pipeline_bench.classifier_tower_fn(config), _input_fn(config, seq), spec), n_gpus)
 
