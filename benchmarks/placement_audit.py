@@ -338,11 +338,10 @@ def matmul_flops(op):
   unknown shapes. Matmuls are nearly all of a BERT step's FLOPs."""
   if op.type not in _MATMULS or not op.outputs[0].shape.is_fully_defined():
     return 0
-  a = op.inputs[0].shape
-  if a.dims is None:
+  if op.inputs[0].shape.dims is None:
     return 0
-  transposed = op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x")
-  k = a[-2] if transposed else a[-1]
+  dims = op.inputs[0].shape.as_list()
+  k = dims[-2] if op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x") else dims[-1]
   if k is None:
     return 0
   return 2 * op.outputs[0].shape.num_elements() * int(k)

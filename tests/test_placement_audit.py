@@ -105,7 +105,9 @@ def test_the_audit_finds_an_unplaced_reader_and_counts_what_crosses():
       strings = tf.strings.as_string(ids, name="no_gpu_kernel")  # GPU asked, CPU kernel only
     with tf.device("/device:GPU:3"):
       product = tf.matmul(tf.zeros([4, 8]), tf.zeros([16, 8]), transpose_b=True)  # 2*4*16*8
-    tower_utils.mark_step("update", [total, ok, strings, product])
+      rows = tf.placeholder(tf.float32, [4, None])  # unknown inner size: no FLOP count
+      unknown = tf.matmul(rows, tf.placeholder(tf.float32, [None, 5]))
+    tower_utils.mark_step("update", [total, ok, strings, product, unknown])
   report = placement_audit.audit(graph, tower_utils.parallel_spec(3))
   devices = report.devices
   assert devices["/GPU:0"].unplaced_readers == 1 and devices["/GPU:0"].bytes_in == 1 << 20
