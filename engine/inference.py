@@ -107,15 +107,18 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
       index = features.pop(input_pipeline.INDEX_FEATURE, tf.zeros([0], tf.int64))
       features, is_real = _pad_batch(features, global_batch_size)
     towers = tower_utils.build_towers(tower_fn, features, spec, compute_gradients=False)
+    saved = towers.strategy.savable_variables()  # stock names; replicas copy them (post_init)
     with _checkpoint_vanishes(checkpoint):
-      checkpoints.check_checkpoint_has(checkpoint, tf.global_variables())
+      checkpoints.check_checkpoint_has(checkpoint, saved)
     with tf.device(tower_utils.input_device(spec)):
-      saver = tf.train.Saver(tf.global_variables())
+      saver = tf.train.Saver(saved)
+    copy_replicas = towers.strategy.post_init_op()
     tower_utils.mark_step("update", [towers.outputs, is_real, index])
     collected = collections.defaultdict(list)
     with tower_utils.new_session(spec) as sess, cluster.peer_faults(spec):
       with _checkpoint_vanishes(checkpoint):
         saver.restore(sess, checkpoint)
+      sess.run(copy_replicas)
       start = last_log = time.time()
       done = 0
       while True:

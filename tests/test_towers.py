@@ -218,3 +218,26 @@ def test_inference_keeps_every_example_in_order_when_batches_do_not_divide():
   outputs = inference.run_inference(tower_fn, input_fn, prefix,
                                    tower_utils.parallel_spec(n_towers), 2)
   np.testing.assert_array_equal(outputs["doubled"], 2.0 * np.arange(num_examples))
+
+
+def test_replicated_inference_gives_one_towers_outputs(tmp_path):
+  """Eval and predict keep a copy of the weights per device (run_setup.inference_parallel):
+  every copy is filled from the checkpoint, so 3 towers give the logits of 1."""
+  prefix = str(tmp_path / "m.ckpt")
+  with tf.Graph().as_default():
+    features = {k: tf.constant(v) for k, v in _data().items()}
+    tower_utils.build_towers(_tower_fn, features, tower_utils.parallel_spec(1),
+                             compute_gradients=False)
+    with tf.Session() as sess:
+      sess.run(tf.global_variables_initializer())
+      tf.train.Saver().save(sess, prefix)
+
+  def input_fn(rows, seed, shard):
+    del seed, shard
+    return tf.data.Dataset.from_tensor_slices(_data()).batch(rows)
+
+  one, three = (inference.run_inference(
+      _tower_fn, input_fn, prefix, tower_utils.parallel_spec(n, reduction=reduction), 2)
+                for n, reduction in ((1, "shared"), (3, "allreduce")))
+  assert one["logits"].shape == (GLOBAL_BATCH, NUM_LABELS)
+  np.testing.assert_allclose(three["logits"], one["logits"], rtol=1e-5, atol=1e-6)
