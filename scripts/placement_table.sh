@@ -7,6 +7,7 @@
 # what crosses devices in all. About 1 minute per mode on a 2-core machine.
 #   bash scripts/placement_table.sh                 # 8 fake GPUs, in this checkout
 #   N_GPUS=4 bash scripts/placement_table.sh
+#   ONLY='GPipe|predict' bash scripts/placement_table.sh   # the rows whose name matches
 #   REPO=/path/to/other/checkout bash scripts/placement_table.sh   # another commit's graph
 #     (that checkout needs tower_utils.mark_step and a copy of benchmarks/placement_audit.py)
 source "$(dirname "$0")/help.sh" "$@"
@@ -49,6 +50,7 @@ CLUSTER="--worker_hosts=localhost:1,localhost:2 --collective_timeout_s=5"
 
 row() {  # row NAME SCRIPT FLAGS...   (OUT=dir: that --output_dir instead of a new one)
   local name="$1"; shift
+  if [ -n "${ONLY:-}" ] && ! [[ "$name" =~ $ONLY ]]; then return; fi
   local out="${OUT:-$WORK/out_$RANDOM}"
   (cd "$REPO" && PYTHONPATH="$REPO" python "$AUDIT" --fake_gpus="$N" --row="$name" -- \
     "$@" --output_dir="$out" 2>"$WORK/err") || { echo "| $name | failed: $(tail -1 "$WORK/err") |"; }
