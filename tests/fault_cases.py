@@ -887,9 +887,6 @@ def all_cases():
       case("clf_kill9_exporting", CLF, _clf("--do_export"), prepare=copy_of("clf_out"),
            expect="ok", trigger=Trigger("glob:out/saved_model.tmp-*", signal.SIGKILL),
            check=_builder_died_with_the_run),
-      case("rw_kill9_exporting", RW, _rw("--do_export"), prepare=copy_of("rw_out"),
-           expect="ok", trigger=Trigger("glob:out/saved_model.tmp-*", signal.SIGKILL),
-           check=_builder_died_with_the_run),
       # Checks of flags that run_info.json supplies run after it is adopted.
       case("clf_export_tflite_of_a_sliding_run", CLF,
            lambda w, d: ["--output_dir=%s" % out(d), "--do_export", "--export_tflite"],

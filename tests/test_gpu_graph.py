@@ -125,10 +125,10 @@ _AUTO_CLUSTERED_STEP = textwrap.dedent("""
       with tf.Graph().as_default():
         tf.set_random_seed(0)
         features = {k: tf.constant(v) for k, v in _data().items()}
-        result = tower_utils.build_towers(_tower_fn, features, tower_utils.parallel_spec(2),
+        result = tower_utils.build_towers(_tower_fn, features, tower_utils.parallel_spec(1),
                                           use_xla=use_xla)
         train_op, _ = optimization.create_train_op_from_grads(result.grads_and_vars, 1e-2, 10, 0)
-        with tf.Session(config=tower_utils.session_config(2, use_xla=use_xla)) as sess:
+        with tf.Session(config=tower_utils.session_config(1, use_xla=use_xla)) as sess:
           sess.run(tf.global_variables_initializer())
           meta = tf.RunMetadata()
           loss, _ = sess.run([result.loss, train_op], options=tf.RunOptions(

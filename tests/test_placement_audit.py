@@ -29,7 +29,6 @@ MODES = {
     "shared": (dict(n_towers=4), True),
     "fp16 accumulation": (dict(n_towers=4, accum_steps=3, precision="fp16"), True),
     "bf16 allreduce": (dict(n_towers=4, precision="bf16", reduction="allreduce"), True),
-    "gpipe": (dict(n_towers=2, pipeline_stages=2, num_micro_batches=2), False),
     "1f1b": (dict(n_towers=2, pipeline_stages=2, num_micro_batches=2,
                   pipeline_schedule="1f1b"), False),
 }
