@@ -56,9 +56,10 @@ def _kept_for_backward(graph):
   return kept
 
 
-@pytest.mark.parametrize("config_name", ["no_dropout", "dropout"])
-@pytest.mark.parametrize("n_towers", [1, 2])
+@pytest.mark.parametrize("config_name, n_towers", [("no_dropout", 1), ("dropout", 1),
+                                                   ("dropout", 2)])
 def test_layer_recompute_updates_like_no_recompute(config_name, n_towers):
+  """Two towers without dropout repeated what one tower without it and two with it cover."""
   plain = _plain(config_name, n_towers)
   recomputed = _update(CONFIGS[config_name], "layer", start=plain[2], n_towers=n_towers)
   _assert_same_update(plain, recomputed)
