@@ -21,7 +21,6 @@ a tiny model): the table then says "CPU", and its speed and memory say nothing a
 Bad arguments: one `error:` line, exit 2.
 """
 
-import argparse
 import collections
 import os
 import sys
@@ -37,6 +36,7 @@ from engine import tf_env  # pylint: disable=unused-import
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from core import arguments
 from core.errors import InputError
 from engine import training
 import machine
@@ -172,7 +172,7 @@ def format_table(checks, kind, config_name, seq, rows):
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = arguments.Parser(description=__doc__.split("\n")[0])
   parser.add_argument("--config", default="base", help="Model: %s." % ", ".join(CONFIGS))
   parser.add_argument("--modes", default=",".join(MODES), help="Modes: %s." % ", ".join(MODES))
   parser.add_argument("--n_devices", type=int, default=0,

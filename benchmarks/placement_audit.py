@@ -31,7 +31,6 @@ process; then the CPU of its task if it has no GPU kernel for its dtypes.
 `_output_shapes`) for TensorBoard or your own checks. Bad input: one `error:` line, exit 2.
 """
 
-import argparse
 import collections
 import contextlib
 import os
@@ -46,6 +45,7 @@ from engine import tf_env  # pylint: disable=g-import-not-at-top,wrong-import-po
 import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tensorflow.python.framework import kernels  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top,wrong-import-position
 
+from core import arguments
 from core.errors import InputError  # pylint: disable=g-import-not-at-top,wrong-import-position
 from engine import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tower_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -461,7 +461,7 @@ def parse_args(argv):
     raise InputError("expected `placement_audit.py --fake_gpus=N [--graph_out=FILE] -- SCRIPT "
                      "FLAGS...` (the -- and a run script are missing)")
   cut = argv.index("--")
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = arguments.Parser(description=__doc__.split("\n")[0])
   parser.add_argument("--fake_gpus", type=int, required=True,
                       help="GPUs the graph is built for (as CUDA_VISIBLE_DEVICES would show).")
   parser.add_argument("--graph_out", default=None,

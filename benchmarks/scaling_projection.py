@@ -22,7 +22,6 @@ figure printed beside it. The links (per direction; stated, not measured here):
   python benchmarks/scaling_projection.py --configs=base --gpus=1,8 --mfu=0.35
 """
 
-import argparse
 import collections
 import os
 import sys
@@ -37,6 +36,7 @@ from engine import tf_env  # pylint: disable=unused-import
 import tensorflow.compat.v1 as tf
 tf.disable_v2_behavior()
 
+from core import arguments
 from core.errors import InputError
 import gpu_check
 import modeling
@@ -80,7 +80,7 @@ def project(one, many, n_gpus, link, mfu):
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = arguments.Parser(description=__doc__.split("\n")[0])
   parser.add_argument("--configs", default="base,large", help="Models: %s." % ", ".join(CONFIGS))
   parser.add_argument("--gpus", default="1,2,4,8", help="GPU counts (1 first).")
   parser.add_argument("--seq", type=int, default=128, help="Sequence length.")

@@ -5,4 +5,5 @@
 - `formatting.py`: durations as H:MM:SS for every progress line.
 - `dropped_input.py`: the one line (a warning above 10%) saying how much input a run left out.
 - `children.py`: the one way to start a child process; it dies with its parent (kill -9 too).
+- `arguments.py`: argparse for the tools, a bad argument as one `error:` line.
 """

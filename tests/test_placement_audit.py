@@ -13,6 +13,8 @@ import sys
 import pytest
 import tensorflow.compat.v1 as tf
 
+from core import arguments
+from core.errors import InputError
 from engine import inference
 from engine import training
 import tower_utils
@@ -147,6 +149,7 @@ def test_a_gpu_kernel_is_looked_up_per_dtype():
 @pytest.mark.parametrize("argv, fragment", [
     (["--fake_gpus=2", "run_classifier_mgpu.py"], "the -- and a run script are missing"),
     (["--fake_gpus=0", "--", "run_classifier_mgpu.py"], "--fake_gpus=0: expected"),
+    (["--fake_gpus=two", "--", "run_classifier_mgpu.py"], "--fake_gpus: invalid int value"),
     (["--fake_gpus=2", "--"], "no run script after --"),
     (["--fake_gpus=2", "--", "train.py"], "train.py: expected one of"),
     (["--fake_gpus=2", "--graph_out=/no/such/dir/g.pbtxt", "--", "run_classifier_mgpu.py"],
@@ -169,3 +172,14 @@ def test_the_script_ending_before_a_session_is_one_error_line(tmp_path):
   last = proc.stderr.strip().splitlines()[-1]
   assert last.startswith("error: run_classifier_mgpu.py ended (exit code 2) before it built a "
                          "graph"), proc.stderr[-2000:]
+
+
+def test_the_tools_parser_raises_one_input_error():
+  """core.arguments.Parser: argparse's two lines (usage, message) become one InputError."""
+  parser = arguments.Parser()
+  parser.add_argument("--n", type=int)
+  assert parser.parse_args(["--n=3"]).n == 3
+  with pytest.raises(InputError, match="argument --n: invalid int value: 'x'"):
+    parser.parse_args(["--n=x"])
+  with pytest.raises(InputError, match="unrecognized arguments: --m"):
+    parser.parse_args(["--m=1"])
