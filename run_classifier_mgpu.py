@@ -338,6 +338,8 @@ def main(_):
   if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
     setup.serve_chief_graph()
     return
+  if setup.has_no_part():
+    return
   task = read_data(setup)
   if FLAGS.do_train:
     train(task)

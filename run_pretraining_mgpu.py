@@ -436,6 +436,8 @@ def main(_):
   if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
     setup.serve_chief_graph()
     return
+  if setup.has_no_part():
+    return
   eval_files, eval_flag = eval_input()
   if FLAGS.do_train:
     data = read_training_data(setup)

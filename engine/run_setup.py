@@ -80,6 +80,17 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
     """Runs the chief's graph on this process's devices until the chief is done with them."""
     tower_utils.serve_chief_graph(self.parallel)
 
+  def has_no_part(self):
+    """Whether this process has nothing to do in this run, said in the log: it is not the chief
+    and the run does not train (evaluation, prediction and export are the chief's alone; a
+    worker started with the chief's eval-only command used to fail on data it never needs)."""
+    if self.is_chief or self.trains:
+      return False
+    cluster = self.parallel.cluster
+    logging.info("%s has nothing to do in a run that does not train: the chief, %s, evaluates, "
+                 "predicts and exports alone", cluster.describe(), cluster.describe(0))
+    return True
+
   @property
   def global_batch_size(self):
     """Training examples per update: train_batch_size * towers * processes * accumulation.

@@ -127,3 +127,21 @@ def test_a_missing_worker_is_said_to_be_not_started_or_ended_and_why_it_may_have
       "task 1 (worker:1 at %s) not reachable: nothing listens there, so it was never started or "
       "has ended (with an error, or at once: without --do_train a process other than the chief "
       "has nothing to do) (waited 1 s); " % empty), str(raised.value)
+
+
+def test_a_worker_of_a_run_that_does_not_train_has_no_part(caplog):
+  """Eval, predict and export are the chief's: a worker started with the chief's eval-only
+  command ends at once, saying so (it used to fail on the chief's labels.txt, or end silently)."""
+  from engine import run_setup  # pylint: disable=g-import-not-at-top
+  import tower_utils  # pylint: disable=g-import-not-at-top
+  tasks = [cluster.Task("worker", 0, "h0:1"), cluster.Task("worker", 1, "h1:1")]
+
+  def setup(rank, trains):
+    spec = tower_utils.parallel_spec(1, cluster=cluster.Cluster(tasks, rank, "test"))
+    return run_setup.RunSetup(parallel=spec, output_dir="out", init_checkpoint=None,
+                              precision="fp32", train_batch_size=8, trains=trains)
+
+  with caplog.at_level("INFO"):
+    assert setup(1, False).has_no_part()
+  assert "task 1 (worker:1 at h1:1) has nothing to do in a run that does not train" in caplog.text
+  assert not setup(0, False).has_no_part() and not setup(1, True).has_no_part()
