@@ -41,6 +41,7 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from core.errors import InputError
 from core import atomic_files
 from engine import cli
 import modeling
@@ -86,13 +87,13 @@ def restore_variables(variables, checkpoint):
   names = [v.name.split(":")[0] for v in variables]
   missing = sorted(name for name in names if name not in shapes)
   if missing:
-    raise cli.InputError(
+    raise InputError(
         "checkpoint %s lacks %d variable(s) of the model, e.g. %s: it was not trained for this "
         "task (train with --do_train first, or point --output_dir at a trained model)" %
         (checkpoint, len(missing), ", ".join(missing[:3])))
   for name, variable in zip(names, variables):
     if list(shapes[name]) != variable.shape.as_list():
-      raise cli.InputError(
+      raise InputError(
           "checkpoint %s: variable %s has shape %s there but %s in the model; does "
           "--bert_config_file (or the label list) belong to this checkpoint?" %
           (checkpoint, name, shapes[name], variable.shape.as_list()))
@@ -360,7 +361,7 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   pylogging.getLogger("absl").addFilter(_DropRenamedInputNames())
   if not FLAGS.spec:
-    raise cli.InputError("--spec is required (run --do_export of a run script instead)")
+    raise InputError("--spec is required (run --do_export of a run script instead)")
   build(json.loads(FLAGS.spec))
 
 

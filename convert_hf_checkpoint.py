@@ -24,6 +24,7 @@ The conversion itself is serving/huggingface.py's hf_to_stock (serving/hf_bert.p
 serving/hf_electra.py).
 """
 
+from core.errors import InputError
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 from absl import flags
@@ -49,7 +50,7 @@ flags.DEFINE_string("output_dir", None, "Where to write bert_model.ckpt, bert_co
 def main(_):
   logging.set_verbosity(logging.INFO)
   if not FLAGS.hf_model_dir or not FLAGS.output_dir:
-    raise cli.InputError("--hf_model_dir and --output_dir are required")
+    raise InputError("--hf_model_dir and --output_dir are required")
   cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
   huggingface.hf_to_stock(FLAGS.hf_model_dir, FLAGS.output_dir, FLAGS.hf_generator_dir)
 

@@ -40,6 +40,7 @@ itself is serving/huggingface.py's stock_to_hf (serving/hf_bert.py, serving/hf_e
     --vocab_file=domain_electra/export/vocab.txt --output_dir=hf_electra
 """
 
+from core.errors import InputError
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 from absl import flags
@@ -80,9 +81,9 @@ flags.DEFINE_string("generator_config_file", None,
 def main(_):
   logging.set_verbosity(logging.INFO)
   if not FLAGS.output_dir:
-    raise cli.InputError("--output_dir is required")
+    raise InputError("--output_dir is required")
   if not FLAGS.checkpoint:
-    raise cli.InputError("--checkpoint is required")
+    raise InputError("--checkpoint is required")
   cli.require_output_dir(FLAGS.output_dir, "output_dir", create=False)
   huggingface.stock_to_hf(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
                           FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None,

@@ -16,6 +16,7 @@ window logits back into one row of eval_results.txt, predict.txt and test_result
 (classifier/windows.py). Imbalanced labels: --class_weights (classifier/weighting.py).
 """
 
+from core.errors import InputError
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import os
@@ -111,8 +112,8 @@ def get_processor(output_dir):
       "cola": classifier_data.ColaProcessor,
   }
   if task not in processors:
-    raise cli.InputError("--task_name=%s: expected one of tsv, %s" %
-                         (FLAGS.task_name, ", ".join(sorted(processors))))
+    raise InputError("--task_name=%s: expected one of tsv, %s" %
+                     (FLAGS.task_name, ", ".join(sorted(processors))))
   return processors[task]()
 
 
@@ -146,11 +147,11 @@ def predicting():
 def check_modes():
   """At least one mode, and the --data_dir the modes that read it need (InputError)."""
   if not (FLAGS.do_train or FLAGS.do_eval or predicting() or FLAGS.do_export):
-    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
-                         "--predict_file) or --do_export must be set")
+    raise InputError("at least one of --do_train, --do_eval, --do_predict (or "
+                     "--predict_file) or --do_export must be set")
   needs_data_dir = FLAGS.do_train or FLAGS.do_eval or (predicting() and not FLAGS.predict_file)
   if needs_data_dir and (not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir)):
-    raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
+    raise InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
 
 
 class Task(object):
@@ -213,15 +214,15 @@ class Task(object):
         if split == "predict" else self.source(split))
     pairs = self.input_layout == classifier_data.TEXT_PAIRS
     if pairs and self.sliding and FLAGS.do_export:
-      raise cli.InputError("--do_export with --long_text=sliding exports single-text tasks "
-                           "only; these examples are text pairs: predict them with "
-                           "--predict_file, or export a run with --long_text=truncate")
+      raise InputError("--do_export with --long_text=sliding exports single-text tasks "
+                       "only; these examples are text pairs: predict them with "
+                       "--predict_file, or export a run with --long_text=truncate")
     if pairs and self.bert_config.type_vocab_size < 2:
-      raise cli.InputError(
+      raise InputError(
           "the examples are text pairs (segment ids 0 and 1) but type_vocab_size=%d in %s: the "
           "model has no embedding for the second text's segment; use a config with "
           "type_vocab_size >= 2, or single texts" % (self.bert_config.type_vocab_size,
-                                                     FLAGS.bert_config_file))
+                                                 FLAGS.bert_config_file))
 
   def run_identity(self):
     """What run_info.json records of this run (common_flags.run_identity)."""
@@ -361,14 +362,14 @@ def export_layout(setup, sliding):
   the test or dev file of --data_dir. Pairs cannot be exported with sliding windows."""
   layout = (run_info.read(setup.output_dir) or {}).get("input_layout")
   if layout == classifier_data.TEXT_PAIRS and sliding:
-    raise cli.InputError("--do_export with --long_text=sliding exports single-text tasks only; "
-                         "the model in %s reads text pairs" % setup.output_dir)
+    raise InputError("--do_export with --long_text=sliding exports single-text tasks only; "
+                     "the model in %s reads text pairs" % setup.output_dir)
   if layout:
     return layout
   if not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir):
-    raise cli.InputError("--do_export: %s/%s does not say whether the model reads one text or "
-                         "two (a run trained before this was recorded); pass the --data_dir it "
-                         "was trained on" % (setup.output_dir, run_info.FILE_NAME))
+    raise InputError("--do_export: %s/%s does not say whether the model reads one text or "
+                     "two (a run trained before this was recorded); pass the --data_dir it "
+                     "was trained on" % (setup.output_dir, run_info.FILE_NAME))
   processor = get_processor(setup.output_dir)
   test_file = processor.path(FLAGS.data_dir, "test")
   return classifier_data.input_layout(
@@ -381,7 +382,7 @@ def check_truncation():
   after its first HEAD_TAIL_HEAD_TOKENS (InputError): below that it is --truncation=head."""
   smallest = tokenization.HEAD_TAIL_HEAD_TOKENS + 3  # [CLS], [SEP] and one token of the end
   if FLAGS.truncation == "head_tail" and FLAGS.max_seq_length < smallest:
-    raise cli.InputError(
+    raise InputError(
         "--truncation=head_tail: needs --max_seq_length >= %d (got %d): it keeps the first %d "
         "tokens of a text and fills the rest from its end, and at --max_seq_length=%d nothing "
         "is left for the end; use --truncation=head, which is what it would do" %
@@ -400,8 +401,8 @@ def check_long_text_flags():
   if FLAGS.long_text != "sliding":
     for name in ("doc_stride", "window_pooling"):
       if FLAGS[name].present:
-        raise cli.InputError("--%s=%s needs --long_text=sliding (now --long_text=%s)" %
-                             (name, FLAGS[name].value, FLAGS.long_text))
+        raise InputError("--%s=%s needs --long_text=sliding (now --long_text=%s)" %
+                         (name, FLAGS[name].value, FLAGS.long_text))
     return FLAGS.doc_stride
   window = FLAGS.max_seq_length - 2
   if 0 <= FLAGS.doc_stride <= window:
@@ -412,9 +413,9 @@ def check_long_text_flags():
                     FLAGS.doc_stride, window, FLAGS.max_seq_length,
                     tokenization.default_doc_stride(window))
     return 0
-  raise cli.InputError("--doc_stride=%d: expected 0 (half a window) to %d, the tokens of a "
-                       "window at --max_seq_length=%d (a larger stride skips tokens)" %
-                       (FLAGS.doc_stride, window, FLAGS.max_seq_length))
+  raise InputError("--doc_stride=%d: expected 0 (half a window) to %d, the tokens of a "
+                   "window at --max_seq_length=%d (a larger stride skips tokens)" %
+                   (FLAGS.doc_stride, window, FLAGS.max_seq_length))
 
 
 def predict_features(examples, label_list, tokenizer, doc_stride):

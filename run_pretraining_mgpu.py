@@ -27,6 +27,7 @@ learns, for every token, whether it was replaced; export/ then holds that model 
 discriminator) with stock names, export/generator/ the generator.
 """
 
+from core.errors import InputError
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import collections
@@ -162,18 +163,18 @@ def record_format(files, flag_name):
   first_path, first = formats[0]
   for path, fmt in formats[1:]:
     if fmt != first:
-      raise cli.InputError("--%s: %s holds %s but %s holds %s; every file must come from the "
-                           "same create_pretraining_data.py settings" %
-                           (flag_name, first_path, fmt, path, first))
+      raise InputError("--%s: %s holds %s but %s holds %s; every file must come from the "
+                       "same create_pretraining_data.py settings" %
+                       (flag_name, first_path, fmt, path, first))
   fmt = dict(first)
   # Dynamic records have no prediction slots of their own: the flag sets how many to fill.
   shape_flags = ["max_seq_length"] + ([] if fmt["dynamic"] else ["max_predictions_per_seq"])
   for name in shape_flags:
     if FLAGS[name].present and getattr(FLAGS, name) != fmt[name]:
-      raise cli.InputError("--%s=%d but %s was written with %s=%d (create_pretraining_data.py "
-                           "--%s); drop the flag or pass %d" %
-                           (name, getattr(FLAGS, name), first_path, name, fmt[name], name,
-                            fmt[name]))
+      raise InputError("--%s=%d but %s was written with %s=%d (create_pretraining_data.py "
+                       "--%s); drop the flag or pass %d" %
+                       (name, getattr(FLAGS, name), first_path, name, fmt[name], name,
+                        fmt[name]))
   if fmt["dynamic"]:
     fmt["max_predictions_per_seq"] = FLAGS.max_predictions_per_seq
   logging.info("%s: %d file(s), %s", flag_name, len(files), fmt)
@@ -202,16 +203,16 @@ def objective_from_flags(bert_config):
   if FLAGS.objective == "mlm":
     return mlm.MaskedLmObjective(bert_config)
   if not 0.0 < FLAGS.generator_hidden_ratio <= 1.0:
-    raise cli.InputError("--generator_hidden_ratio=%s: expected a value in (0, 1]" %
-                         FLAGS.generator_hidden_ratio)
+    raise InputError("--generator_hidden_ratio=%s: expected a value in (0, 1]" %
+                     FLAGS.generator_hidden_ratio)
   if FLAGS.disc_weight < 0.0:
-    raise cli.InputError("--disc_weight=%s: expected a number >= 0" % FLAGS.disc_weight)
+    raise InputError("--disc_weight=%s: expected a number >= 0" % FLAGS.disc_weight)
   generator_config = None
   companion = electra.companion_generator(FLAGS.init_checkpoint)
   if companion:
     generator_config = companion[1]
     if FLAGS["generator_hidden_ratio"].present:
-      raise cli.InputError(
+      raise InputError(
           "--generator_hidden_ratio=%s: --init_checkpoint=%s has its generator beside it "
           "(%s, hidden_size %d), which the run continues; drop the flag" %
           (FLAGS.generator_hidden_ratio, FLAGS.init_checkpoint, companion[0],
@@ -239,13 +240,13 @@ def check_vocab_matches(bert_config, files):
     feature = tf.train.Example.FromString(record).features.feature
     ids = feature["input_ids"].int64_list.value
     if ids and max(ids) >= bert_config.vocab_size:
-      raise cli.InputError(
+      raise InputError(
           "%s holds token id %d but vocab_size=%d in %s: the records were made with another "
           "vocabulary than the model's" % (files[0], max(ids), bert_config.vocab_size,
-                                           FLAGS.bert_config_file))
+                                       FLAGS.bert_config_file))
     segments = feature["segment_ids"].int64_list.value
     if segments and max(segments) >= bert_config.type_vocab_size:
-      raise cli.InputError(
+      raise InputError(
           "%s holds segment id %d but type_vocab_size=%d in %s: the model has no embedding for "
           "it; use a config with type_vocab_size >= %d (or records made with --no_nsp)" %
           (files[0], max(segments), bert_config.type_vocab_size, FLAGS.bert_config_file,
@@ -263,7 +264,7 @@ def load_model(setup, fmt, will_train=False):
   """
   needs_vocab = fmt["dynamic"] or FLAGS.do_predict
   if needs_vocab and not (FLAGS.vocab_file or FLAGS.spm_model_file):
-    raise cli.InputError(
+    raise InputError(
         "--vocab_file is required %s (the vocabulary the records were made with)" %
         ("to mask dynamic records on the fly" if fmt["dynamic"] else
          "by --do_predict to print tokens"))
@@ -272,15 +273,15 @@ def load_model(setup, fmt, will_train=False):
   objective = objective_from_flags(bert_config)
   common_flags.check_run_info(
       setup, common_flags.run_identity(bert_config, vocab_digest, effective=effective_flags(fmt),
-                                       **objective.run_identity()),
+                                   **objective.run_identity()),
       will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
     similar = None
     if FLAGS.masking_replacement == "similar":
       if not FLAGS.similar_words_file:
-        raise cli.InputError("--masking_replacement=similar needs --similar_words_file "
-                             "(build_similar_words.py makes one)")
+        raise InputError("--masking_replacement=similar needs --similar_words_file "
+                         "(build_similar_words.py makes one)")
       similar = similar_words.load(FLAGS.similar_words_file, tokenizer)
     masking_config = masking.MaskingConfig.from_vocab(
         tokenizer.vocab, source="--vocab_file=%s" % (FLAGS.vocab_file or FLAGS.spm_model_file),
@@ -298,7 +299,7 @@ def check_trained(setup, objective, files, fmt, masking_config):
   outputs = inference.run_inference(
       objective.tower_fn_builder(False, is_training=False),
       pretraining_records.input_fn_builder(files, fmt, False, masking_config,
-                                           objective.diagnostic_examples),
+                                       objective.diagnostic_examples),
       checkpoint, setup.inference_parallel(), FLAGS.eval_batch_size)
   source = "the first %d training examples (step %d)" % (
       objective.example_count(outputs), checkpoints.checkpoint_step(checkpoint))
@@ -308,9 +309,9 @@ def check_trained(setup, objective, files, fmt, masking_config):
 def check_modes():
   """At least one mode, and the records it reads (InputError)."""
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-    raise cli.InputError("at least one of --do_train, --do_eval or --do_predict must be set")
+    raise InputError("at least one of --do_train, --do_eval or --do_predict must be set")
   if not FLAGS.input_file and (FLAGS.do_train or not FLAGS.eval_input_file):
-    raise cli.InputError("--input_file is required")
+    raise InputError("--input_file is required")
 
 
 def eval_input():
@@ -326,8 +327,8 @@ def eval_input():
 # config, the masking config (dynamic records), the --objective, and the vocabulary export/ gets
 # (export_vocabulary).
 TrainingData = collections.namedtuple("TrainingData", ["files", "fmt", "bert_config",
-                                                       "masking_config", "objective",
-                                                       "vocabulary"])
+                                                   "masking_config", "objective",
+                                                   "vocabulary"])
 
 
 def export_vocabulary(setup, bert_config):
@@ -368,9 +369,9 @@ def train(setup, data):
   """Trains data.objective on the training records (training.train)."""
   objective, fmt = data.objective, data.fmt
   training.train(objective.tower_fn_builder(fmt["has_nsp"] and objective.uses_nsp,
-                                            is_training=True),
+                                        is_training=True),
                  pretraining_records.input_fn_builder(data.files, fmt, True,
-                                                      data.masking_config),
+                                                  data.masking_config),
                  common_flags.train_spec(
                      setup, FLAGS.num_train_steps, warmup_steps(),
                      max_seq_length=fmt["max_seq_length"], effective=effective_flags(fmt),
@@ -383,8 +384,8 @@ def export(setup, data):
   objective's check of the trained model when it has one."""
   objective = data.objective
   checkpoints.export_model(setup.output_dir, data.bert_config, *data.vocabulary,
-                           scopes=objective.export_scopes,
-                           extra_writes=objective.export_writes(setup.output_dir))
+                       scopes=objective.export_scopes,
+                       extra_writes=objective.export_writes(setup.output_dir))
   if objective.diagnose_after_training:
     check_trained(setup, objective, data.files, data.fmt, data.masking_config)
 

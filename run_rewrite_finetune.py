@@ -31,6 +31,7 @@ only, output_dir/export/bert_model.ckpt (+ bert_config.json, vocab.txt); fine-tu
 --init_checkpoint=output_dir/export/bert_model.ckpt.
 """
 
+from core.errors import InputError
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
 import os
@@ -131,7 +132,7 @@ class Pipeline(object):
     self.bert_config, self.tokenizer, self.tokenizer_digest = (
         common_flags.load_config_and_tokenizer(setup, special_tokens=SPECIAL_TOKENS))
     if self.bert_config.type_vocab_size < 2:
-      raise cli.InputError(
+      raise InputError(
           "type_vocab_size=%d in %s: the rewriter puts the target in segment 1, for which the "
           "model has no embedding; use a config with type_vocab_size >= 2" %
           (self.bert_config.type_vocab_size, FLAGS.bert_config_file))
@@ -188,7 +189,7 @@ def _check_count(outputs, rows, what):
 
 def _data_file(name):
   if not FLAGS.data_dir or not os.path.isdir(FLAGS.data_dir):
-    raise cli.InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
+    raise InputError("--data_dir=%s: no such directory" % FLAGS.data_dir)
   return os.path.join(FLAGS.data_dir, name)
 
 
@@ -215,7 +216,7 @@ def read_inputs():
     inputs["rank"] = (path, rewrite_data.read_rank_tsv(path))
   if FLAGS.do_pretrain_rewrite:
     if not FLAGS.corpus_file:
-      raise cli.InputError("--corpus_file is required with --do_pretrain_rewrite")
+      raise InputError("--corpus_file is required with --do_pretrain_rewrite")
     inputs["corpus"] = (cli.expand_files(FLAGS.corpus_file, "corpus_file"), None)
   return inputs
 
@@ -279,8 +280,8 @@ def pretrain_rewrite(pipeline, files):
   tasks = [t.strip() for t in FLAGS.pretrain_tasks]
   unknown = sorted(set(tasks) - set(rewrite_data.PRETRAIN_TASKS))
   if unknown or not tasks:
-    raise cli.InputError("--pretrain_tasks=%s: expected some of %s" %
-                         (",".join(FLAGS.pretrain_tasks), ",".join(rewrite_data.PRETRAIN_TASKS)))
+    raise InputError("--pretrain_tasks=%s: expected some of %s" %
+                     (",".join(FLAGS.pretrain_tasks), ",".join(rewrite_data.PRETRAIN_TASKS)))
   budget = rewrite_data.source_budget(FLAGS.max_seq_length, FLAGS.max_target_length)
 
   def make_pairs():
@@ -318,13 +319,13 @@ def check_modes():
   """At least one mode, the modes that exclude each other, --beam_size (InputError)."""
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or
           FLAGS.do_rank or FLAGS.do_pretrain_rewrite or FLAGS.do_export):
-    raise cli.InputError("at least one of --do_train, --do_eval, --do_predict (or "
-                         "--predict_file), --do_rank, --do_pretrain_rewrite or --do_export "
-                         "must be set")
+    raise InputError("at least one of --do_train, --do_eval, --do_predict (or "
+                     "--predict_file), --do_rank, --do_pretrain_rewrite or --do_export "
+                     "must be set")
   if FLAGS.do_pretrain_rewrite and FLAGS.do_train:
-    raise cli.InputError("--do_pretrain_rewrite and --do_train write checkpoints to the same "
-                         "--output_dir: pretrain first, then fine-tune in another output_dir "
-                         "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
+    raise InputError("--do_pretrain_rewrite and --do_train write checkpoints to the same "
+                     "--output_dir: pretrain first, then fine-tune in another output_dir "
+                     "with --init_checkpoint=<pretrain output_dir>/export/bert_model.ckpt")
   cli.require_positive(FLAGS.beam_size, "beam_size")
 
 

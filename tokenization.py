@@ -11,7 +11,7 @@ Differences from the stock module are confined to error handling and I/O:
 files are read with plain Python I/O (utf-8) rather than `tf.gfile`, this
 module does not import TensorFlow, and problems the user can fix (a missing or
 empty vocabulary, a vocabulary without `[UNK]`, a mismatched casing flag) are
-reported as `cli.InputError` with a one-line message naming the file.
+reported as `InputError` with a one-line message naming the file.
 """
 
 import collections
@@ -177,7 +177,7 @@ def require_vocab_size(vocab_path, vocab, vocab_size, config_source):
         repeats[:3]) + ("; and %d more" % (len(repeats) - 3) if len(repeats) > 3 else ""))
   raise InputError("%s has %d entries%s but vocab_size=%d in %s: the vocabulary must be the one "
                    "the model was trained with" % (vocab_path, len(vocab), detail, vocab_size,
-                                                   config_source))
+                                               config_source))
 
 
 def _repeated_lines(vocab_file):

@@ -1,6 +1,6 @@
 """Classification data: the stock GLUE/XNLI processors, a generic TSV task, and feature caching.
 
-Every reader raises `cli.InputError` naming the file and line of a malformed row; no example is
+Every reader raises `InputError` naming the file and line of a malformed row; no example is
 ever silently dropped.
 
 A long document is either truncated (--truncation) or, with long_text="sliding", cut into
@@ -397,7 +397,7 @@ def check_classes(examples, label_list, source):
     if len(seen) < 2:
       raise InputError("%s: every example has the label %s; a classifier needs examples of at "
                        "least two classes (labels: %s)" % (source("train"), ", ".join(seen),
-                                                          ", ".join(label_list)))
+                                                      ", ".join(label_list)))
   if "dev" in examples:
     seen = sorted({e.label for e in examples["dev"]})
     if len(seen) < 2 <= len(label_list):

@@ -15,6 +15,7 @@ import sys
 from absl import flags
 from absl import logging
 
+from core.errors import InputError
 from engine import cli
 from engine import predict_input
 
@@ -335,22 +336,22 @@ def check_periodic_eval_flags():
   """Raises InputError for evaluation-during-training flags that cannot work together."""
   for name in ("eval_every_n_steps", "early_stopping_patience"):
     if getattr(FLAGS, name) < 0:
-      raise cli.InputError("--%s=%d: expected an integer >= 0 (0: off)" %
-                           (name, getattr(FLAGS, name)))
+      raise InputError("--%s=%d: expected an integer >= 0 (0: off)" %
+                       (name, getattr(FLAGS, name)))
   for name in ("keep_best", "early_stopping_patience"):
     if getattr(FLAGS, name) and not FLAGS.eval_every_n_steps:
-      raise cli.InputError("--%s needs evaluation during training: set --eval_every_n_steps "
-                           "(and provide the dev set)" % name)
+      raise InputError("--%s needs evaluation during training: set --eval_every_n_steps "
+                       "(and provide the dev set)" % name)
   if FLAGS.use_best_checkpoint and FLAGS.do_train and not FLAGS.keep_best:
-    raise cli.InputError("--use_best_checkpoint with --do_train needs --keep_best (and "
-                         "--eval_every_n_steps) to keep a best checkpoint")
+    raise InputError("--use_best_checkpoint with --do_train needs --keep_best (and "
+                     "--eval_every_n_steps) to keep a best checkpoint")
 
 
 def check_best_metric(metrics):
   """Raises InputError unless --best_metric is one of `metrics` (what the script's eval gives)."""
   if FLAGS.best_metric not in metrics:
-    raise cli.InputError("--best_metric=%s: expected one of %s" %
-                         (FLAGS.best_metric, ", ".join(metrics)))
+    raise InputError("--best_metric=%s: expected one of %s" %
+                     (FLAGS.best_metric, ", ".join(metrics)))
 
 
 def periodic_eval(setup, evaluate_fn):
@@ -466,16 +467,16 @@ def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]
   import modeling  # pylint: disable=g-import-not-at-top
 
   if not FLAGS.bert_config_file:
-    raise cli.InputError("--bert_config_file is required" + _no_training_run(setup))
+    raise InputError("--bert_config_file is required" + _no_training_run(setup))
   bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
   max_seq_length = max_seq_length or FLAGS.max_seq_length
   if max_seq_length > bert_config.max_position_embeddings:
-    raise cli.InputError(
+    raise InputError(
         "--max_seq_length=%d exceeds max_position_embeddings=%d in %s (BERT has no position "
         "embedding beyond it)" % (max_seq_length, bert_config.max_position_embeddings,
-                                  FLAGS.bert_config_file))
+                              FLAGS.bert_config_file))
   if max_seq_length < 3:
-    raise cli.InputError("--max_seq_length=%d: expected at least 3" % max_seq_length)
+    raise InputError("--max_seq_length=%d: expected at least 3" % max_seq_length)
   _check_checkpoints_fit(setup, bert_config)
   if not need_tokenizer:
     return bert_config, None, None
@@ -493,7 +494,7 @@ def _load_tokenizer(setup, bert_config, special_tokens):
     vocab_path = FLAGS.spm_model_file
   else:
     if not FLAGS.vocab_file:
-      raise cli.InputError("--vocab_file is required" + _no_training_run(setup))
+      raise InputError("--vocab_file is required" + _no_training_run(setup))
     vocab_path = cli.require_file(FLAGS.vocab_file, "vocab_file")
   tokenizer = tokenization.FullTokenizer(
       vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
@@ -602,7 +603,7 @@ def _check_training_flags(output_dir, recorded, now, will_train, given):
   model = [n for n in differ if flag_effect(n) == MODEL and (will_train or n in given)]
   update = [n for n in differ if flag_effect(n) == UPDATE and will_train]
   if will_train and model:
-    raise cli.InputError(
+    raise InputError(
         "--output_dir=%s holds a model trained with %s (run_info.json); this run would resume "
         "it with %s, which changes the model or its loss. Rerun with the original flags, or "
         "use a new --output_dir (with --init_checkpoint=%s/model.ckpt-<step> to start from "
@@ -648,19 +649,19 @@ def check_shared_flags():
     if name in FLAGS:
       cli.require_positive(getattr(FLAGS, name), name)
   if "bucket_by_length" in FLAGS and FLAGS.bucket_by_length and not FLAGS.pad_to_batch_max:
-    raise cli.InputError("--bucket_by_length needs --pad_to_batch_max (bucketing only saves "
-                         "time when each batch is padded to its longest example)")
+    raise InputError("--bucket_by_length needs --pad_to_batch_max (bucketing only saves "
+                     "time when each batch is padded to its longest example)")
   # run_rewrite_finetune.py's default 0 means "from --num_train_epochs".
   if "num_train_steps" in FLAGS and (FLAGS.num_train_steps or FLAGS["num_train_steps"].default):
     cli.require_positive(FLAGS.num_train_steps, "num_train_steps")
   for name, (low, high, low_ok) in sorted(_FLAG_RANGES.items()):
     value = getattr(FLAGS, name) if name in FLAGS else None
     if value is not None and not ((value > low or (low_ok and value == low)) and value <= high):
-      raise cli.InputError("--%s=%s: expected a number %s %g%s" % (
+      raise InputError("--%s=%s: expected a number %s %g%s" % (
           name, value, ">=" if low_ok else ">", low,
           "" if high == float("inf") else " and <= %g" % high))
   if "use_fp16" in FLAGS and FLAGS.use_fp16 and FLAGS.use_bf16:
-    raise cli.InputError("--use_fp16 and --use_bf16 exclude each other: choose one")
+    raise InputError("--use_fp16 and --use_bf16 exclude each other: choose one")
   if "predict_output" in FLAGS and FLAGS.predict_output:
     _check_predict_output(FLAGS.predict_output)
 

@@ -90,11 +90,6 @@ class PackedAllReduce(object):
     self._timeout_s = timeout_s
     self._merge_op = merge_op
 
-  @property
-  def num_ops(self):
-    """Collective ops per member (packs)."""
-    return len(self._plan)
-
   def __call__(self, tensors, device, scale=None):
     """The group-wide sums of `tensors` (aligned with `shapes`), computed on `device`.
 

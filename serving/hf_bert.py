@@ -20,8 +20,8 @@ import re
 from absl import logging
 import tensorflow.compat.v1 as tf
 
+from core.errors import InputError
 from engine import checkpoints
-from engine import cli
 from engine import run_info
 from serving import hf_common
 from serving import safetensors_io
@@ -152,9 +152,9 @@ def _check_head_shapes(shapes, bert_config, what, config_source):
     expected.update(output_weights=[num_labels, h], output_bias=[num_labels])
   for name, shape in sorted(expected.items()):
     if name in shapes and list(shapes[name]) != shape:
-      raise cli.InputError("%s: variable %s has shape %s there but %s under hidden_size=%d, "
-                           "vocab_size=%d in %s" % (what, name, list(shapes[name]), shape, h,
-                                                     bert_config.vocab_size, config_source))
+      raise InputError("%s: variable %s has shape %s there but %s under hidden_size=%d, "
+                       "vocab_size=%d in %s" % (what, name, list(shapes[name]), shape, h,
+                                                 bert_config.vocab_size, config_source))
 
 
 def hf_config(bert_config, names, labels):
@@ -187,10 +187,10 @@ def read_labels(labels_file, num_labels, run_dir=None):
     with open(source, encoding="utf-8") as f:
       labels = [line.rstrip("\n") for line in f if line.strip()]
     if recorded and labels != recorded:
-      raise cli.InputError("%s holds the labels %s but the run of the checkpoint was trained "
-                           "with %s (%s): class i would get another name; leave out "
-                           "--labels_file" % (source, labels, recorded, os.path.join(
-                               run_dir, run_info.FILE_NAME)))
+      raise InputError("%s holds the labels %s but the run of the checkpoint was trained "
+                       "with %s (%s): class i would get another name; leave out "
+                       "--labels_file" % (source, labels, recorded, os.path.join(
+                           run_dir, run_info.FILE_NAME)))
   else:
     labels = recorded
     source = os.path.join(run_dir or "", run_info.FILE_NAME)
@@ -199,6 +199,6 @@ def read_labels(labels_file, num_labels, run_dir=None):
                  "LABEL_<i>", num_labels)
     return ["LABEL_%d" % i for i in range(num_labels)]
   if len(labels) != num_labels:
-    raise cli.InputError("%s has %d labels but the checkpoint's classifier has %d outputs" %
-                         (source, len(labels), num_labels))
+    raise InputError("%s has %d labels but the checkpoint's classifier has %d outputs" %
+                     (source, len(labels), num_labels))
   return labels

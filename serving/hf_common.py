@@ -18,6 +18,7 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from core.errors import InputError
 from core import atomic_files
 from engine import checkpoints
 from engine import cli
@@ -53,10 +54,10 @@ def read_hf_dir(hf_model_dir, flag):
   if hf_model_dir and os.path.isdir(hf_model_dir) and not os.path.isfile(
       os.path.join(hf_model_dir, "model.safetensors")) and not os.path.isfile(
           os.path.join(hf_model_dir, "config.json")):
-    raise cli.InputError("--%s=%s: no Hugging Face model there (model.safetensors, "
-                         "config.json); the folder %s" % (flag, hf_model_dir,
-                                                          checkpoints.describe_folder(
-                                                              hf_model_dir)))
+    raise InputError("--%s=%s: no Hugging Face model there (model.safetensors, "
+                     "config.json); the folder %s" % (flag, hf_model_dir,
+                                                      checkpoints.describe_folder(
+                                                          hf_model_dir)))
   weights_path = cli.require_file(os.path.join(hf_model_dir or "", "model.safetensors"),
                                   "%s (model.safetensors)" % flag)
   config_path = cli.require_file(os.path.join(hf_model_dir, "config.json"),
@@ -65,32 +66,32 @@ def read_hf_dir(hf_model_dir, flag):
     try:
       hf_config = json.load(f)
     except ValueError as e:
-      raise cli.InputError("%s: not valid JSON (%s)" % (config_path, e))
+      raise InputError("%s: not valid JSON (%s)" % (config_path, e))
   return weights_path, config_path, hf_config
 
 
 def hf_config_to_stock(hf_config, config_path):
   """The modeling.BertConfig of a transformers BERT or ELECTRA config.json dict."""
   if hf_config.get("position_embedding_type", "absolute") != "absolute":
-    raise cli.InputError("%s: position_embedding_type=%s; BERT has absolute positions only" %
-                         (config_path, hf_config["position_embedding_type"]))
+    raise InputError("%s: position_embedding_type=%s; BERT has absolute positions only" %
+                     (config_path, hf_config["position_embedding_type"]))
   config = {k: hf_config[k] for k in _CONFIG_KEYS if k in hf_config}
   if "hidden_act" in config:
     act = config["hidden_act"]
     if act not in _STOCK_ACTIVATIONS:
-      raise cli.InputError("%s: hidden_act=%s; expected one of %s" %
-                           (config_path, act, ", ".join(sorted(_STOCK_ACTIVATIONS))))
+      raise InputError("%s: hidden_act=%s; expected one of %s" %
+                       (config_path, act, ", ".join(sorted(_STOCK_ACTIVATIONS))))
     config["hidden_act"] = _STOCK_ACTIVATIONS[act]
   try:
     return modeling.BertConfig.from_dict(config)
-  except cli.InputError as e:
-    raise cli.InputError("%s: %s" % (config_path, e))
+  except InputError as e:
+    raise InputError("%s: %s" % (config_path, e))
 
 
 def stock_config_to_hf(bert_config, architecture, model_type):
   """transformers' config.json dict of `bert_config` for one model class."""
   if bert_config.hidden_act not in _HF_ACTIVATIONS:
-    raise cli.InputError("hidden_act=%s has no transformers equivalent" % bert_config.hidden_act)
+    raise InputError("hidden_act=%s has no transformers equivalent" % bert_config.hidden_act)
   return dict(bert_config.to_dict(), architectures=[architecture], model_type=model_type,
               hidden_act=_HF_ACTIVATIONS[bert_config.hidden_act], layer_norm_eps=1e-12,
               pad_token_id=0, position_embedding_type="absolute", torch_dtype="float32")
@@ -120,8 +121,8 @@ def check_tensors_fit(variables, bert_config, what, config_name, scope="bert/"):
     if name.startswith("generator/embeddings/"):
       continue  # the generator embeds with the discriminator's tables
     if name not in shapes:
-      raise cli.InputError("%s lacks %s, which %s (num_hidden_layers=%d) needs" %
-                           (what, name, config_name, bert_config.num_hidden_layers))
+      raise InputError("%s lacks %s, which %s (num_hidden_layers=%d) needs" %
+                       (what, name, config_name, bert_config.num_hidden_layers))
 
 
 def load_config_and_vocab(bert_config_file, vocab_file):
@@ -144,12 +145,12 @@ def resolve_checkpoint(path):
     latest = tf.train.latest_checkpoint(path)
     if latest:
       return latest
-    raise cli.InputError("--checkpoint=%s: no checkpoint there; the folder %s" %
-                         (path, checkpoints.describe_folder(path)))
+    raise InputError("--checkpoint=%s: no checkpoint there; the folder %s" %
+                     (path, checkpoints.describe_folder(path)))
   if not checkpoints.checkpoint_exists(path):
-    raise cli.InputError("--checkpoint=%s: no checkpoint there (expected a prefix such as "
-                         "out/model.ckpt-1000 with its .index file, or a run's output_dir)" %
-                         path)
+    raise InputError("--checkpoint=%s: no checkpoint there (expected a prefix such as "
+                     "out/model.ckpt-1000 with its .index file, or a run's output_dir)" %
+                     path)
   return path
 
 

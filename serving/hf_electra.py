@@ -20,9 +20,9 @@ from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
 
+from core.errors import InputError
 from core import atomic_files
 from engine import checkpoints
-from engine import cli
 from engine import run_info
 import modeling
 from serving import hf_bert
@@ -130,11 +130,11 @@ def _check_fits(variables, bert_config, gen_config, what, config_name, gen_confi
     if name.startswith("generator/") and gen_config is None:
       continue
     if name.startswith("generator/") and name not in variables:
-      raise cli.InputError("%s lacks %s (the generator's, %s)" % (what, name, gen_config_name))
+      raise InputError("%s lacks %s (the generator's, %s)" % (what, name, gen_config_name))
     if name in variables and list(variables[name].shape) != shape:
-      raise cli.InputError("%s: %s has shape %s but %s and %s give %s" %
-                           (what, name, list(variables[name].shape), config_name,
-                            gen_config_name, shape))
+      raise InputError("%s: %s has shape %s but %s and %s give %s" %
+                       (what, name, list(variables[name].shape), config_name,
+                        gen_config_name, shape))
 
 
 def _check_embedding_size(hf_config, width, config_path, why):
@@ -142,7 +142,7 @@ def _check_embedding_size(hf_config, width, config_path, why):
   `width`."""
   embedding_size = hf_config.get("embedding_size", 128)
   if embedding_size != width:
-    raise cli.InputError("%s: embedding_size=%s but %s" % (config_path, embedding_size, why))
+    raise InputError("%s: embedding_size=%s but %s" % (config_path, embedding_size, why))
 
 
 def _check_tied(generator, path):
@@ -151,8 +151,8 @@ def _check_tied(generator, path):
   head = generator.get("generator_lm_head.weight")
   table = generator.get("electra.embeddings.word_embeddings.weight")
   if head is not None and table is not None and not np.array_equal(head, table):
-    raise cli.InputError("%s: generator_lm_head.weight is not the word embedding table; this "
-                         "project's ELECTRA ties them" % path)
+    raise InputError("%s: generator_lm_head.weight is not the word embedding table; this "
+                     "project's ELECTRA ties them" % path)
 
 
 def hf_to_stock(hf_model_dir, output_dir, hf_generator_dir=None):
@@ -165,9 +165,9 @@ def hf_to_stock(hf_model_dir, output_dir, hf_generator_dir=None):
   """
   weights_path, config_path, hf_config = hf_common.read_hf_dir(hf_model_dir, "hf_model_dir")
   if "ElectraForMaskedLM" in (hf_config.get("architectures") or []):
-    raise cli.InputError("%s is an ELECTRA generator (ElectraForMaskedLM); pass the "
-                         "discriminator as --hf_model_dir and this one as --hf_generator_dir" %
-                         config_path)
+    raise InputError("%s is an ELECTRA generator (ElectraForMaskedLM); pass the "
+                     "discriminator as --hf_model_dir and this one as --hf_generator_dir" %
+                     config_path)
   bert_config = hf_common.hf_config_to_stock(hf_config, config_path)
   _check_embedding_size(hf_config, bert_config.hidden_size, config_path,
                         "hidden_size=%d: this project's ELECTRA (stock BERT) embeds at the "
@@ -188,9 +188,9 @@ def hf_to_stock(hf_model_dir, output_dir, hf_generator_dir=None):
         generator, lambda name: hf_name_to_stock(name, "generator"))
     for name, value in gen_variables.items():
       if name in variables and not np.array_equal(value, variables[name]):
-        raise cli.InputError("%s: %s differs from the discriminator's (%s); this project's "
-                             "ELECTRA shares one copy of the embeddings" %
-                             (gen_weights, name, weights_path))
+        raise InputError("%s: %s differs from the discriminator's (%s); this project's "
+                         "ELECTRA shares one copy of the embeddings" %
+                         (gen_weights, name, weights_path))
     variables.update(gen_variables)
   _check_fits(variables, bert_config, gen_config, "model.safetensors of %s" % (
       " and ".join(filter(None, (hf_model_dir, hf_generator_dir)))), config_path,
@@ -245,9 +245,9 @@ def _generator_config(checkpoint, generator_config_file):
   recorded = (run_info.read(run_dir) or {}).get("generator_config")
   if recorded:
     return modeling.BertConfig.from_dict(recorded), os.path.join(run_dir, run_info.FILE_NAME)
-  raise cli.InputError("%s holds an ELECTRA generator but no generator_config.json was found "
-                       "(looked in %s and %s's run_info.json); pass --generator_config_file" %
-                       (checkpoint, " and ".join(candidates), run_dir))
+  raise InputError("%s holds an ELECTRA generator but no generator_config.json was found "
+                   "(looked in %s and %s's run_info.json); pass --generator_config_file" %
+                   (checkpoint, " and ".join(candidates), run_dir))
 
 
 def _export_warning_writes(checkpoint, hf_dir):
@@ -278,15 +278,15 @@ def stock_to_hf(checkpoint, bert_config_file, vocab_file, do_lower_case, output_
     generator = _read_variables(beside)
     for name, value in generator.items():
       if name in variables and not np.array_equal(value, variables[name]):
-        raise cli.InputError("%s: %s differs from %s's" % (beside, name, checkpoint))
+        raise InputError("%s: %s differs from %s's" % (beside, name, checkpoint))
     variables.update(generator)
     what = "%s and %s" % (checkpoint, beside)
   gen_config, gen_config_name = None, None
   if any(n.startswith("generator/") for n in variables):
     gen_config, gen_config_name = _generator_config(checkpoint, generator_config_file)
     if gen_config.hidden_size == bert_config.hidden_size:
-      raise cli.InputError("%s: the generator is as wide as the discriminator; transformers' "
-                           "ElectraForMaskedLM has no embeddings_project then" % gen_config_name)
+      raise InputError("%s: the generator is as wide as the discriminator; transformers' "
+                       "ElectraForMaskedLM has no embeddings_project then" % gen_config_name)
   _check_fits(variables, bert_config, gen_config, what, bert_config_file, gen_config_name)
   models, written = {model: {} for model in MODELS}, 0
   for name, value in sorted(variables.items()):

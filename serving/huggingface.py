@@ -12,6 +12,7 @@ import os
 
 from absl import logging
 
+from core.errors import InputError
 from engine import checkpoints
 from engine import cli
 from engine import run_info
@@ -33,8 +34,8 @@ def hf_to_stock(hf_model_dir, output_dir, hf_generator_dir=None):
   if hf_config.get("model_type") == "electra":
     return hf_electra.hf_to_stock(hf_model_dir, output_dir, hf_generator_dir)
   if hf_generator_dir:
-    raise cli.InputError("--hf_generator_dir is for ELECTRA, but %s has model_type=%s" %
-                         (config_path, hf_config.get("model_type")))
+    raise InputError("--hf_generator_dir is for ELECTRA, but %s has model_type=%s" %
+                     (config_path, hf_config.get("model_type")))
   return hf_bert.hf_to_stock(hf_model_dir, output_dir)
 
 

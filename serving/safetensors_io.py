@@ -11,8 +11,8 @@ import struct
 
 import numpy as np
 
+from core.errors import InputError
 from core import atomic_files
-from engine import cli
 
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32, "BF16": None}
 _NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.int64): "I64",
@@ -44,7 +44,7 @@ def read(path):
     elif info["dtype"] in _DTYPES:
       array = np.frombuffer(raw, dtype=np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<"))
     else:
-      raise cli.InputError("%s: tensor %s has unsupported dtype %s" % (path, name, info["dtype"]))
+      raise InputError("%s: tensor %s has unsupported dtype %s" % (path, name, info["dtype"]))
     tensors[name] = array.reshape(info["shape"]).astype(
         np.float32 if array.dtype.kind == "f" else array.dtype)
   return tensors

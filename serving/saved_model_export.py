@@ -21,9 +21,9 @@ import sys
 from absl import flags
 from absl import logging
 
+from core.errors import InputError
 from core import atomic_files
 from core import children
-from engine import cli
 from engine import common_flags
 
 FLAGS = flags.FLAGS
@@ -72,8 +72,8 @@ def define_flags(precisions=("fp32",), tflite=False):
 def _common_spec(setup, task):
   """The spec fields of both tasks: checkpoint, model files and tokenization."""
   if FLAGS.spm_model_file:
-    raise cli.InputError("--do_export supports WordPiece vocabularies (--vocab_file) only; "
-                         "models tokenized with --spm_model_file cannot be exported")
+    raise InputError("--do_export supports WordPiece vocabularies (--vocab_file) only; "
+                     "models tokenized with --spm_model_file cannot be exported")
   return {
       "task": task,
       "checkpoint": os.path.abspath(common_flags.eval_checkpoint(setup)),
@@ -107,14 +107,14 @@ def check_tflite_flags():
   if "export_tflite" not in FLAGS or not FLAGS.export_tflite:
     return
   if not FLAGS.do_export:
-    raise cli.InputError("--export_tflite: needs --do_export (the TFLite model is written into "
-                         "the SavedModel's assets)")
+    raise InputError("--export_tflite: needs --do_export (the TFLite model is written into "
+                     "the SavedModel's assets)")
   if "export_precision" in FLAGS and FLAGS.export_precision != "fp32":
-    raise cli.InputError("--export_tflite: needs --export_precision=fp32 (got %s)" %
-                         FLAGS.export_precision)
+    raise InputError("--export_tflite: needs --export_precision=fp32 (got %s)" %
+                     FLAGS.export_precision)
   if FLAGS.long_text != "truncate":
-    raise cli.InputError("--export_tflite: needs --long_text=truncate (got %s: the TFLite "
-                         "model scores one window per text)" % FLAGS.long_text)
+    raise InputError("--export_tflite: needs --long_text=truncate (got %s: the TFLite "
+                     "model scores one window per text)" % FLAGS.long_text)
 
 
 def export_rewriter(setup):

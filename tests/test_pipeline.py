@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-from engine import cli
+from core.errors import InputError
 import modeling
 import optimization
 from parallel import cluster as cluster_lib
@@ -242,7 +242,7 @@ def test_placements_map_stages_to_the_devices_they_promise():
   intra = tower_utils.parallel_spec(1, cluster=cluster_lib.Cluster(tasks, 1, "test"),
                                     pipeline_stages=3)
   assert tower_utils.stage_devices(intra) == [[device(1, 0), device(1, 1), device(1, 2)]]
-  with pytest.raises(cli.InputError, match="--placement=inter_first: expected several"):
+  with pytest.raises(InputError, match="--placement=inter_first: expected several"):
     tower_utils.parallel_spec(1, pipeline_stages=2, placement="inter_first")
 
 
@@ -313,10 +313,10 @@ def test_1f1b_with_loss_scaling_updates_like_gpipe_which_has_no_gates(unsplit_by
 
 
 def test_1f1b_with_fewer_micro_batches_than_stages_is_an_input_error():
-  with pytest.raises(cli.InputError, match="--num_micro_batches=2 < --pipeline_stages=3"):
+  with pytest.raises(InputError, match="--num_micro_batches=2 < --pipeline_stages=3"):
     tower_utils.parallel_spec(1, pipeline_stages=3, num_micro_batches=2,
                               pipeline_schedule="1f1b")
-  with pytest.raises(cli.InputError, match="--pipeline_schedule=zigzag: expected one of"):
+  with pytest.raises(InputError, match="--pipeline_schedule=zigzag: expected one of"):
     tower_utils.parallel_spec(1, pipeline_stages=2, num_micro_batches=2,
                               pipeline_schedule="zigzag")
 
