@@ -184,10 +184,15 @@ def process_gpus(n_devices, cluster=cluster_lib.SINGLE_PROCESS):
   return list(range(visible))
 
 
-def gpu_cards(n_devices, cluster=cluster_lib.SINGLE_PROCESS):
-  """The cards of process_gpus as CUDA_VISIBLE_DEVICES names them (index or UUID)."""
+def visible_card_names():
+  """The entries of CUDA_VISIBLE_DEVICES (indexes or UUIDs), or None when it is unset or empty."""
   visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-  names = [c.strip() for c in visible.split(",")] if visible else []
+  return [c.strip() for c in visible.split(",")] if visible else None
+
+
+def gpu_cards(n_devices, cluster=cluster_lib.SINGLE_PROCESS):
+  """The cards of process_gpus as CUDA_VISIBLE_DEVICES names them (its index without it)."""
+  names = visible_card_names() or []
   return [names[i] if i < len(names) else str(i) for i in process_gpus(n_devices, cluster)]
 
 
@@ -401,8 +406,7 @@ def log_device_map(devices, cards=None):
       (gpu_cards); default: all of CUDA_VISIBLE_DEVICES.
   """
   if cards is None:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    cards = [c.strip() for c in visible.split(",")] if visible else None
+    cards = visible_card_names()
   for i, stages in enumerate(devices):
     stages = [stages] if isinstance(stages, str) else stages
     for s, device in enumerate(stages):
@@ -511,7 +515,7 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   """
   stages = stage_devices(spec)
   log_device_map(stages, gpu_cards(devices_per_process(spec), spec.cluster)
-                 if os.environ.get("CUDA_VISIBLE_DEVICES") else None)
+                 if visible_card_names() else None)
   devices = [tower[0] for tower in stages]
   strategy = _STRATEGIES[(spec.reduction, spec.cluster.num_processes > 1)](
       stages, spec.cluster, spec.pack_mb, spec.collective_timeout_s)

@@ -197,21 +197,26 @@ def parse_args(argv):
 
 
 def main(argv=None):
-  try:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    gpus = tower_utils.num_visible_gpus()
-    n_devices = args.n_devices or gpus or 2
-    pipelined = [m for m in args.modes if MODES[m].get("pipeline_stages", 1) > 1]
-    if pipelined and n_devices < 2:
-      raise InputError("--modes=%s: pipeline modes need 2 devices or more" % ",".join(pipelined))
-    config = modeling.BertConfig(**CONFIGS[args.config])
-    one = run_mode("shared", config, args.seq, args.rows, 1, gpus, args.steps)
-    checks = [one._replace(mode="shared, 1 device")] + [
-        run_mode(m, config, args.seq, args.rows, n_devices, gpus, args.steps)
-        for m in args.modes]
-  except InputError as e:
-    print("error: %s" % e, file=sys.stderr)
-    return 2
+  return arguments.run(lambda: _main(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv):
+  """Runs the checks of `argv`'s modes and prints their table."""
+  args = parse_args(argv)
+  gpus = tower_utils.num_visible_gpus()
+  n_devices = args.n_devices or gpus or 2
+  pipelined = [m for m in args.modes if MODES[m].get("pipeline_stages", 1) > 1]
+  if pipelined and n_devices < 2:
+    raise InputError("--modes=%s: pipeline modes need 2 devices or more" % ",".join(pipelined))
+  micro = max([MODES[m].get("num_micro_batches", 1) for m in args.modes])
+  if args.rows % micro:
+    raise InputError("--rows=%d: expected a multiple of %d (the micro-batches of %s)" %
+                     (args.rows, micro, ",".join(pipelined)))
+  config = modeling.BertConfig(**CONFIGS[args.config])
+  one = run_mode("shared", config, args.seq, args.rows, 1, gpus, args.steps)
+  checks = [one._replace(mode="shared, 1 device")] + [
+      run_mode(m, config, args.seq, args.rows, n_devices, gpus, args.steps)
+      for m in args.modes]
   print(format_table(checks, "GPU" if gpus else "CPU", args.config, args.seq, args.rows))
   return 0
 

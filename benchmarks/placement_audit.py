@@ -48,9 +48,9 @@ from tensorflow.python.framework import kernels  # pylint: disable=g-direct-tens
 from core import arguments
 from core.errors import InputError  # pylint: disable=g-import-not-at-top,wrong-import-position
 from engine import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
+from parallel import strategies  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tower_utils  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-_VARIABLE_OP_TYPES = frozenset(["Variable", "VariableV2", "VarHandleOp", "AutoReloadVariable"])
 # Ops that read only their input's shape: grappler folds them into constants when the shape is
 # static, so the input does not travel.
 _SHAPE_OPS = frozenset(["Shape", "ShapeN", "Size", "Rank"])
@@ -135,6 +135,8 @@ def build_graph(script, script_args, n_gpus):
   try:
     built = capture(lambda: runpy.run_path(script, run_name="__main__"), n_gpus)
   except SystemExit as e:
+    if e.code in (130, 143):  # the script's own interrupt line is above
+      raise KeyboardInterrupt()
     raise InputError("%s ended (exit code %s) before it built a graph to run: see its lines "
                      "above" % (os.path.basename(script), e.code))
   finally:
@@ -220,7 +222,7 @@ class Placement(object):
     # variable is, whatever it asked for (the placer colocates such edges).
     for tensor in op.inputs:
       if tensor.dtype._is_ref_dtype or tensor.dtype.base_dtype == tf.resource:  # pylint: disable=protected-access
-        if tensor.op.type in _VARIABLE_OP_TYPES:
+        if tensor.op.type in strategies.VARIABLE_OP_TYPES:
           return self.device(tensor.op)
     if op.device:
       device = full_device(op.device, self._home)
@@ -488,14 +490,13 @@ def parse_args(argv):
 
 
 def main(argv=None):
-  argv = sys.argv[1:] if argv is None else argv
-  try:
-    args, script, script_args = parse_args(argv)
-    graph, spec = build_graph(script, script_args, args.fake_gpus)
-    report = audit(graph, spec)
-  except InputError as e:
-    print("error: %s" % e, file=sys.stderr)
-    return 2
+  return arguments.run(lambda: _main(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv):
+  args, script, script_args = parse_args(argv)
+  graph, spec = build_graph(script, script_args, args.fake_gpus)
+  report = audit(graph, spec)
   if args.graph_out:
     write_graph(graph, args.graph_out)
   if args.row:

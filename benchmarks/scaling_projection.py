@@ -107,11 +107,12 @@ def parse_args(argv):
 
 
 def main(argv=None):
-  try:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-  except InputError as e:
-    print("error: %s" % e, file=sys.stderr)
-    return 2
+  return arguments.run(lambda: _main(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv):
+  """Prints the projection table of `argv`'s models and GPU counts."""
+  args = parse_args(argv)
   print("PROJECTION (not measured): seq %d, %d rows per GPU, fp16, matmuls at %.0f%% of peak; "
         "speed-up over 1 GPU as 'none hidden - all hidden'; NVIDIA's published TF1 BERT: "
         "%.2fx on 8 x A100 NVLink" % (args.seq, args.rows, 100 * args.mfu, NVIDIA_TF1_8XA100))

@@ -53,7 +53,8 @@ import tensorflow.compat.v1 as tf
 
 from parallel import collective
 
-_VARIABLE_OP_TYPES = frozenset(["Variable", "VariableV2", "VarHandleOp", "AutoReloadVariable"])
+VARIABLE_OP_TYPES = frozenset(  # ops that create a variable
+    ["Variable", "VariableV2", "VarHandleOp", "AutoReloadVariable"])
 
 
 def distinct(items):
@@ -237,7 +238,7 @@ class GreedyVariablePlacer(object):
     """A device function: variables to the balancer, every other op to `compute_device`."""
 
     def _device_fn(op):
-      if op.type in _VARIABLE_OP_TYPES:
+      if op.type in VARIABLE_OP_TYPES:
         return self.place(op)
       return compute_device
 

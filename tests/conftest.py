@@ -44,7 +44,7 @@ FAST_TESTS = {
     "test_placement_audit.py": ["test_bad_arguments_are_one_error_line",
                                 "test_the_audit_finds_an_unplaced_reader",
                                 "test_an_all_reduce_moves", "test_a_gpu_kernel_is_looked_up",
-                                "test_the_tools_parser_raises"],
+                                "test_the_tools_parser_raises", "test_a_tool_run_is_one"],
     "test_long_text.py": ["test_window_starts", "test_a_long_text_becomes",
                           "test_window_logits_pool_back"],
     "test_class_weights.py": ["test_weighted_loss", "test_two_towers_give",

@@ -253,3 +253,6 @@ def test_gpu_check_runs_its_cpu_path_and_every_op_runs_where_the_graph_asked(cap
       assert audit > 0 and abs(runtime - audit) <= 0.01 * audit, row
   assert gpu_check.main(["--modes=gpipe,nope"]) == 2
   assert "error: --modes=gpipe,nope: expected some of" in capsys.readouterr().err
+  assert gpu_check.main(["--modes=shared,gpipe", "--rows=2", "--n_devices=2"]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      "error: --rows=2: expected a multiple of 4 (the micro-batches of gpipe)"]

@@ -183,3 +183,19 @@ def test_the_tools_parser_raises_one_input_error():
     parser.parse_args(["--n=x"])
   with pytest.raises(InputError, match="unrecognized arguments: --m"):
     parser.parse_args(["--m=1"])
+
+
+def test_a_tool_run_is_one_error_line_on_bad_input_or_ctrl_c(capsys):
+  """core.arguments.run: the tools' InputError and Ctrl-C as one line each, exit 2 and 130."""
+  def bad():
+    raise InputError("--x=1: expected 2")
+
+  def interrupted():
+    raise KeyboardInterrupt()
+
+  assert arguments.run(lambda: 0) == 0
+  assert arguments.run(bad) == 2
+  assert arguments.run(interrupted) == 130
+  assert capsys.readouterr().err.splitlines() == [
+      "error: --x=1: expected 2",
+      "error: interrupted (Ctrl-C); nothing was left half written"]
