@@ -467,7 +467,7 @@ def gelu(x):
   the subgraph that grappler's remapper recognizes, so without a gradient (serving, eval,
   predict) a dense layer's MatMul, BiasAdd and GELU run as one oneDNN kernel on CPUs
   (_MklNativeFusedMatMul with fused_ops [BiasAdd, GeluApproximate]) instead of a matmul and
-  eight element-wise kernels (measured: docs/results.md, "Serving against ONNX Runtime").
+  eight element-wise kernels (measured: docs/results/serving.md, "Serving against ONNX Runtime").
 
   Args:
     x: float Tensor of any shape.
@@ -489,7 +489,7 @@ def fused_gelu(x):
   measured on an AMX Xeon, BERT-base seq 128 batch 8 --use_bf16, those took as long as all the
   matmuls of the step. On that 2-core Sapphire Rapids-class Xeon, quiet, the step trains 6.3-6.6
   examples/sec with this GELU, 6.0 with the same float32 math unfused, and 5.3-5.4 with the
-  differentiated `gelu` (docs/results.md, "bf16 on AMX"). Each half is marked for XLA with
+  differentiated `gelu` (docs/results/speed.md, "bf16 on AMX"). Each half is marked for XLA with
   jit_scope, which fuses it into one loop whatever --use_xla says (on CPUs; on GPUs only with
   --use_xla: fused_gelu_compile_scope); the matmuls around it stay oneDNN's.
 

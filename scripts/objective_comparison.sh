@@ -3,7 +3,8 @@
 #   MLM ([MASK]), ELECTRA (replaced-token detection) and MacBERT-style MLM as correction
 #   (similar words instead of [MASK]); the same small Chinese BERT from scratch, the same records
 #   (n-gram whole-word masking, jieba, MLM-only), then ChnSentiCorp fine-tuning with two
-#   recipes (two learning rates) over 3 seeds each, against no pretraining. Figures: docs/results.md.
+#   recipes (two learning rates) over 3 seeds each, against no pretraining. Figures:
+#   docs/results/pretraining.md.
 #
 #   bash scripts/objective_comparison.sh [work_dir]     # ~70 min on 2 quiet CPU cores
 #

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The placement table of docs/results.md ("Placement on N GPUs, read from the graph"): every run
-# script and parallel mode built at BERT-base shape (seq 128, 32 rows per GPU) as on a machine
-# with N GPUs (benchmarks/placement_audit.py; nothing runs, no GPU needed), one Markdown row
-# per mode: ops left for TensorFlow to place that read another device's tensor, ops asked onto
-# a GPU without a GPU kernel, GPU:0's inbound MB per step against the busiest other GPU's, and
-# what crosses devices in all. About 1 minute per mode on a 2-core machine.
+# The placement table of docs/results/placement-and-scaling.md ("Placement on N GPUs, read from
+# the graph"): every run script and parallel mode built at BERT-base shape (seq 128, 32 rows per
+# GPU) as on a machine with N GPUs (benchmarks/placement_audit.py; nothing runs, no GPU needed),
+# one Markdown row per mode: ops left for TensorFlow to place that read another device's tensor,
+# ops asked onto a GPU without a GPU kernel, GPU:0's inbound MB per step against the busiest
+# other GPU's, and what crosses devices in all. About 1 minute per mode on a 2-core machine.
 #   bash scripts/placement_table.sh                 # 8 fake GPUs, in this checkout
 #   N_GPUS=4 bash scripts/placement_table.sh
 #   ONLY='GPipe|predict' bash scripts/placement_table.sh   # the rows whose name matches

@@ -5,7 +5,7 @@
 # interleaved round by round in one run; the matmul peak measured in TensorFlow and in PyTorch;
 # the machine line (CPU, ISA level, threads) and the load average. bf16 runs only where the CPU
 # has bfloat16 matmul units (AVX512-BF16 or AMX). See docs/speed.md; the figures measured so far
-# are in docs/results.md ("bf16 on AMX").
+# are in docs/results/speed.md ("bf16 on AMX").
 #
 #   bash scripts/training_vs_transformers.sh                 # ~25 min on a 2-core CPU
 #   bash scripts/training_vs_transformers.sh --hf_configs=base,minilm --rounds=16

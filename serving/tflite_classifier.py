@@ -1,8 +1,8 @@
 """Batch-1 serving on CPUs: a classifier export's assets/model.tflite (--export_tflite).
 
 TensorFlow's own runtime hands each kernel of a small call to its second thread at a cost of
-30-40 µs and runs small matmuls on one thread (docs/results.md, "Serving against ONNX Runtime"),
-so a SavedModel serves one request at a time slower than ONNX Runtime. TensorFlow Lite runs the
+30-40 µs and runs small matmuls on one thread (docs/results/serving.md, "Serving against ONNX
+Runtime"), so a SavedModel serves one request at a time slower than ONNX Runtime. TensorFlow Lite runs the
 same model with XNNPACK's kernels, whose thread pool hands work over cheaply: on 2 cores, 2.2x
 the SavedModel's batch-1 examples/sec for MiniLM, 1.1x for BERT-base, where XNNPACK's matmuls are
 the limit (docs/serving.md). It is part of the tensorflow package; nothing else to install.

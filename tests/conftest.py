@@ -36,6 +36,7 @@ def _absl_info_logging():
 # tests/test_fast_tier.py checks that these files reach every module of the project.
 FAST_TESTS = {
     "test_layout.py": "*",
+    "test_docs_links.py": "*",
     "test_writes_whole.py": "*",
     "test_fast_tier.py": "*",
     "test_tokenization.py": "*",

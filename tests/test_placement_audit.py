@@ -69,8 +69,9 @@ def test_no_gpu_is_special_in_the_training_graph(tmp_path, name):
       report.unplaced_examples)
   assert sum(r.no_gpu_kernel for r in report.devices.values()) == 0, (
       report.no_gpu_kernel_examples)
-  if peers:  # docs/results.md has the figures at BERT-base shape (within 10%); this tiny
-    # model's variables balance less evenly (the same code gave 2.0 and more before f84b7c7).
+  if peers:  # docs/results/placement-and-scaling.md has the figures at BERT-base shape (within
+    # 10%); this tiny model's variables balance less evenly (the same code gave 2.0 and more
+    # before f84b7c7).
     assert placement_audit.gpu0_ratio(report) <= 1.15, placement_audit.format_report(report)
   if name == "fp16 accumulation":
     assert report.runs == {"update": 1, "accumulate": 2}

@@ -15,7 +15,7 @@ import pytest
 from script_runner import REPO_ROOT
 
 _DOCS = [os.path.join(REPO_ROOT, "README.md"), os.path.join(REPO_ROOT, "benchmarks", "README.md")
-         ] + glob.glob(os.path.join(REPO_ROOT, "docs", "*.md"))
+         ] + glob.glob(os.path.join(REPO_ROOT, "docs", "**", "*.md"), recursive=True)
 
 
 def documented_scripts():
