@@ -89,25 +89,10 @@ def import_gensim():
 
 
 def word_splitter(segmenter_name, do_lower_case):
-  """callable(line) -> list of words, split as the masking splits them."""
-  basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
-  segment = corpus.make_segmenter(segmenter_name)
-
-  def split(line):
-    words = []
-    # The basic tokenizer splits punctuation and English words, and each CJK character on its
-    # own; a segmenter's words regroup the CJK characters.
-    for piece in (segment(line) if segment else [line]):
-      piece = piece.strip()
-      if not piece:
-        continue
-      if segment and corpus.has_cjk(piece):
-        words.append(piece.lower() if do_lower_case else piece)
-      else:
-        words.extend(basic.tokenize(piece))
-    return [w for w in words if _WORD_RE.search(w)]
-
-  return split
+  """callable(line) -> list of words, split as the masking splits them (corpus.word_splitter),
+  punctuation left out."""
+  split = corpus.word_splitter(segmenter_name, do_lower_case)
+  return lambda line: [w for w in split(line) if _WORD_RE.search(w)]
 
 
 def read_sentences(input_files, split):

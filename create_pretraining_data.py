@@ -42,6 +42,7 @@ from pretraining import corpus
 from pretraining import instances
 from pretraining import masking
 from pretraining import record_writer
+from pretraining import word_freq
 
 FLAGS = flags.FLAGS
 
@@ -82,11 +83,24 @@ _FLAG_SPECS = (
      "Optional SentencePiece model to tokenize with instead of --vocab_file's WordPiece; it "
      "must contain [CLS], [SEP] and [MASK]."),
     ("string", "masking", "token",
-     "Masking strategy, one of token|whole_word|ngram: token = stock per-WordPiece masking; "
-     "whole_word = all pieces of a word together (Chinese words need "
+     "Masking strategy, one of token|whole_word|ngram|domain: token = stock per-WordPiece "
+     "masking; whole_word = all pieces of a word together (Chinese words need "
      "--chinese_word_segmenter); ngram = spans of 1..--max_ngram whole words with "
-     "p(n) proportional to 1/n (MacBERT/SpanBERT). --do_whole_word_mask turns token into "
+     "p(n) proportional to 1/n (MacBERT/SpanBERT); domain = whole words, those of the domain "
+     "text that general text lacks first (TF-ICF against --general_word_freq, "
+     "Difference-Masking), the same mask rate. --do_whole_word_mask turns token into "
      "whole_word. See pretraining/masking.py for the 80/10/10 rule."),
+    ("string", "general_word_freq", None,
+     "--masking=domain: utf-8 lines word<TAB>count of general text in the domain text's "
+     "language (build_word_freq.py makes one from a corpus you name). A word's score s = "
+     "log((G+1)/(g+1)) / log(G+1), g its count and G the total; words it does not name score "
+     "1. Refused when it names under 10% of the domain text's words."),
+    ("float", "domain_temperature", word_freq.DEFAULT_TEMPERATURE,
+     "--masking=domain: T > 0 in a word's weight floor + (1 - floor) * s**T; higher favours "
+     "the words general text lacks more sharply."),
+    ("float", "domain_floor", word_freq.DEFAULT_FLOOR,
+     "--masking=domain: the weight of the most ordinary word, in [0, 1], against 1 for a "
+     "word general text lacks (1 = whole_word's uniform choice)."),
     ("integer", "max_ngram", 3, "Longest span, in whole words, for --masking=ngram."),
     ("string", "masking_replacement", "mask",
      "What the 80% share of the selected words becomes, one of mask|similar: mask = [MASK] "
@@ -171,6 +185,11 @@ def check_options(opts):
   if opts.masking_replacement == "similar" and not opts.similar_words_file:
     raise InputError("--masking_replacement=similar needs --similar_words_file "
                      "(build_similar_words.py makes one)")
+  if opts.masking == "domain":
+    if not opts.general_word_freq:
+      raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count lines "
+                       "of general text; build_word_freq.py makes one)")
+    word_freq.check_settings(opts.domain_temperature, opts.domain_floor)
   if opts.chinese_word_segmenter not in corpus.SEGMENTER_CHOICES:
     raise InputError("--chinese_word_segmenter=%s: expected one of %s" %
                      (opts.chinese_word_segmenter, "|".join(corpus.SEGMENTER_CHOICES)))
@@ -289,10 +308,28 @@ def run(opts):
                        "it reads; choose another output path" % path)
     atomic_files.remove_stale_temporaries(os.path.dirname(os.path.abspath(path)))
   featurizer = corpus.Featurizer(opts)  # Checks vocabulary, special tokens and segmenter up front.
+  if featurizer.masking.word_weights is not None:
+    _check_listed_share(featurizer, input_files)
   _log_settings(opts, input_files, output_files, featurizer)
   return _generate(opts, input_files, output_files, featurizer)
 
 
+
+
+def _check_listed_share(featurizer, input_files):
+  """Raises InputError when --general_word_freq names almost none of the words of the first
+  word_freq.OVERLAP_SAMPLE_LINES lines of the input (another language or vocabulary)."""
+  units, lines = [], 0
+  for document in corpus.read_documents(input_files):
+    for line in document.lines:
+      ids, word_starts = featurizer.sentence(line)
+      units += word_freq.sequence_units(ids, word_starts)
+      lines += 1
+    if lines >= word_freq.OVERLAP_SAMPLE_LINES:
+      break
+  where = "the first %d lines of %s" % (lines, ", ".join(input_files[:3]))
+  share = featurizer.masking.word_weights.check_overlap(units, where)
+  logging.info("--general_word_freq names %.1f%% of the words of %s", 100 * share, where)
 
 
 def _generate(opts, input_files, output_files, featurizer):
@@ -458,9 +495,12 @@ def _log_settings(opts, input_files, output_files, featurizer):
 def _describe_masking(featurizer):
   """E.g. "ngram" or "ngram, similar words (4,210 words from sim.tsv)"."""
   config = featurizer.masking
+  strategy = config.strategy
+  if config.word_weights is not None:
+    strategy = "domain (general word frequencies: %s)" % config.word_weights.describe()
   if config.replacement != "similar":
-    return config.strategy
-  return "%s, similar words (%d words from %s)" % (config.strategy, len(config.similar_words),
+    return strategy
+  return "%s, similar words (%d words from %s)" % (strategy, len(config.similar_words),
                                                     config.similar_words.source)
 
 

@@ -36,6 +36,7 @@ import os
 
 from absl import flags
 from absl import logging
+import numpy as np
 import tensorflow.compat.v1 as tf
 
 from engine import checkpoints
@@ -51,6 +52,7 @@ from pretraining import masking
 from pretraining import mlm
 from pretraining import records as pretraining_records
 from pretraining import similar_words
+from pretraining import word_freq
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -87,7 +89,21 @@ flags.DEFINE_enum(
     "Dynamic records only: what to mask on the fly. token: single WordPiece tokens (stock "
     "BERT); whole_word: all pieces of a word together (Chinese words as segmented by "
     "create_pretraining_data.py --chinese_word_segmenter); ngram: spans of 1 to --max_ngram "
-    "words, shorter spans likelier (SpanBERT/MacBERT).")
+    "words, shorter spans likelier (SpanBERT/MacBERT); domain: whole words, those that general "
+    "text lacks first (TF-ICF against --general_word_freq), the same mask rate.")
+flags.DEFINE_string(
+    "general_word_freq", None,
+    "Dynamic records, --masking=domain: word<TAB>count lines of general text "
+    "(build_word_freq.py), as for create_pretraining_data.py; refused when it names under 10% "
+    "of the records' words.")
+flags.DEFINE_float(
+    "domain_temperature", word_freq.DEFAULT_TEMPERATURE,
+    "Dynamic records, --masking=domain: T > 0 in a word's weight floor + (1 - floor) * s**T "
+    "(s: its score against --general_word_freq, 1 for words it lacks).")
+flags.DEFINE_float(
+    "domain_floor", word_freq.DEFAULT_FLOOR,
+    "Dynamic records, --masking=domain: the weight of the most ordinary word, in [0, 1], "
+    "against 1 for a word general text lacks.")
 flags.DEFINE_integer("max_ngram", 3, "Dynamic records, --masking=ngram: longest span in words.")
 flags.DEFINE_float("masked_lm_prob", 0.15,
                    "Dynamic records only: share of the tokens to mask on the fly.")
@@ -116,10 +132,11 @@ flags.DEFINE_float(
     "--objective=electra: loss = generator masked-LM loss + disc_weight x discriminator loss.")
 common_flags.declare_flag_effects(
     common_flags.MODEL, "max_predictions_per_seq", "masking", "max_ngram", "masked_lm_prob",
-    "masking_replacement", "objective", "generator_hidden_ratio", "disc_weight")
+    "masking_replacement", "objective", "generator_hidden_ratio", "disc_weight",
+    "domain_temperature", "domain_floor")
 common_flags.declare_flag_effects(common_flags.UPDATE, "num_warmup_steps", "head_first_steps")
 common_flags.declare_flag_effects(common_flags.DATA, "input_file", "eval_input_file",
-                                  "similar_words_file")
+                                  "similar_words_file", "general_word_freq")
 common_flags.declare_flag_effects(common_flags.OTHER, "max_eval_steps")
 
 
@@ -188,7 +205,7 @@ def effective_flags(fmt):
   values = {name: fmt[name] for name in ("max_seq_length", "max_predictions_per_seq")}
   if not fmt["dynamic"]:
     values.update(dict.fromkeys(("masking", "max_ngram", "masked_lm_prob",
-                                 "masking_replacement")))
+                                 "masking_replacement", "domain_temperature", "domain_floor")))
   if FLAGS.objective != "electra":
     values.update(dict.fromkeys(("generator_hidden_ratio", "disc_weight")))
   return values
@@ -253,6 +270,22 @@ def check_vocab_matches(bert_config, files):
            max(segments) + 1))
 
 
+def check_listed_share(masking_config, files):
+  """--masking=domain: raises InputError when --general_word_freq names almost none of the
+  words of the first records (a list of another language or vocabulary)."""
+  if masking_config is None or masking_config.word_weights is None:
+    return
+  units = []
+  for record in itertools.islice(tf.io.tf_record_iterator(files[0]), 100):
+    feature = tf.train.Example.FromString(record).features.feature
+    ids = np.array(feature["input_ids"].int64_list.value)
+    starts, ends, _ = masking.word_boundaries(
+        ids, np.array(feature[pretraining_records.WORD_STARTS_FEATURE].int64_list.value),
+        masking_config)
+    units += [tuple(ids[s:e].tolist()) for s, e in zip(starts, ends)]
+  masking_config.word_weights.check_overlap(units, "the first records of %s" % files[0])
+
+
 def load_model(setup, fmt, will_train=False):
   """The BertConfig, plus the tokenizer and masking config when needed, checked against `fmt`.
 
@@ -283,11 +316,18 @@ def load_model(setup, fmt, will_train=False):
         raise InputError("--masking_replacement=similar needs --similar_words_file "
                          "(build_similar_words.py makes one)")
       similar = similar_words.load(FLAGS.similar_words_file, tokenizer)
+    weights = None
+    if FLAGS.masking == "domain":
+      if not FLAGS.general_word_freq:
+        raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count "
+                         "lines of general text; build_word_freq.py makes one)")
+      weights = word_freq.load(FLAGS.general_word_freq, tokenizer, FLAGS.domain_temperature,
+                               FLAGS.domain_floor)
     masking_config = masking.MaskingConfig.from_vocab(
         tokenizer.vocab, source="--vocab_file=%s" % (FLAGS.vocab_file or FLAGS.spm_model_file),
         strategy=FLAGS.masking, masked_lm_prob=FLAGS.masked_lm_prob,
         max_predictions_per_seq=fmt["max_predictions_per_seq"], max_ngram=FLAGS.max_ngram,
-        replacement=FLAGS.masking_replacement, similar_words=similar)
+        replacement=FLAGS.masking_replacement, similar_words=similar, word_weights=weights)
   return bert_config, tokenizer, masking_config, objective
 
 
@@ -361,6 +401,7 @@ def read_training_data(setup):
   fmt = record_format(train_files, "input_file")
   bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
   check_vocab_matches(bert_config, train_files)
+  check_listed_share(masking_config, train_files)
   vocabulary = export_vocabulary(setup, bert_config) if setup.is_chief else (None, None)
   return TrainingData(train_files, fmt, bert_config, masking_config, objective, vocabulary)
 

@@ -19,6 +19,7 @@ from core.errors import InputError
 from engine.cli import decode_line
 from pretraining import masking
 from pretraining import similar_words
+from pretraining import word_freq
 import tokenization
 
 
@@ -87,6 +88,28 @@ def make_segmenter(name):
                      "(pip install jieba)")
   jieba.setLogLevel(python_logging.WARNING)  # Its dictionary-loading chatter is noise here.
   return jieba.lcut
+
+
+def word_splitter(segmenter_name, do_lower_case):
+  """callable(line) -> list of words, split as the masking splits them: the segmenter's CJK
+  words (each CJK character with "none"), and elsewhere BERT's basic tokenizer's words and
+  punctuation marks."""
+  basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+  segment = make_segmenter(segmenter_name)
+
+  def split(line):
+    words = []
+    for piece in (segment(line) if segment else [line]):
+      piece = piece.strip()
+      if not piece:
+        continue
+      if segment and has_cjk(piece):
+        words.append(piece.lower() if do_lower_case else piece)
+      else:
+        words.extend(basic.tokenize(piece))
+    return words
+
+  return split
 
 
 Document = collections.namedtuple("Document", ["path", "line", "lines", "nbytes", "split"])
@@ -220,14 +243,19 @@ def _cjk_continuations(words):
 
 def masking_config(opts, tokenizer):
   """The MaskingConfig for `opts`; InputError if the vocabulary lacks a special token or the
-  similar-words file is unusable."""
+  similar-words file or the general word-frequency list is unusable."""
   source = "--spm_model_file=%s" % opts.spm_model_file
   if not opts.spm_model_file:
     source = "--vocab_file=%s" % opts.vocab_file
   similar = None
   if opts.masking_replacement == "similar":
     similar = similar_words.load(opts.similar_words_file, tokenizer)
+  weights = None
+  if opts.strategy == "domain":
+    weights = word_freq.load(opts.general_word_freq, tokenizer, opts.domain_temperature,
+                             opts.domain_floor)
   return masking.MaskingConfig.from_vocab(
       tokenizer.vocab, source=source, strategy=opts.strategy,
       masked_lm_prob=opts.masked_lm_prob, max_predictions_per_seq=opts.max_predictions_per_seq,
-      max_ngram=opts.max_ngram, replacement=opts.masking_replacement, similar_words=similar)
+      max_ngram=opts.max_ngram, replacement=opts.masking_replacement, similar_words=similar,
+      word_weights=weights)

@@ -10,6 +10,11 @@ Strategies (`MaskingConfig.strategy`):
   ngram       Spans of 1..max_ngram consecutive whole words (MacBERT / SpanBERT style). The span
               length n is drawn with p(n) proportional to 1/n, so shorter spans are likelier;
               a span never splits a word.
+  domain      Whole words, chosen by how much they belong to the domain text and not to general
+              text (Difference-Masking): each word is drawn with a weight from its TF-ICF against
+              a general word-frequency list (word_freq.WordWeights, --general_word_freq), in a
+              weighted random order (Efraimidis-Spirakis keys u ** (1 / weight)), and taken
+              while it fits the budget. Same budget as the others; see word_freq.py.
 
 Shared rules:
   * Maskable tokens are all tokens except the special ids ([CLS], [SEP], [PAD]); those are
@@ -42,7 +47,7 @@ import numpy as np
 from core.errors import InputError
 import tokenization
 
-STRATEGIES = ("token", "whole_word", "ngram")
+STRATEGIES = ("token", "whole_word", "ngram", "domain")
 REPLACEMENTS = ("mask", "similar")
 
 # A chosen span is replaced by [MASK] if u < _MASK_CUTOFF, kept if u < _KEEP_CUTOFF, otherwise
@@ -60,7 +65,7 @@ class MaskingConfig(object):
   """What to mask and how; build it with `from_vocab` unless you know the ids.
 
   Attributes:
-    strategy: "token", "whole_word" or "ngram".
+    strategy: "token", "whole_word", "ngram" or "domain".
     masked_lm_prob: float in (0, 1], share of maskable tokens to predict.
     max_predictions_per_seq: int, cap on predictions per sequence (P).
     max_ngram: int, longest n-gram span in words (used by "ngram").
@@ -70,10 +75,12 @@ class MaskingConfig(object):
     ngram_probs: float64 array [max_ngram], p(n) for n = 1..max_ngram.
     replacement: "mask" or "similar" (what the 80% share becomes).
     similar_words: similar_words.SimilarWords, or None (required by "similar").
+    word_weights: word_freq.WordWeights, or None (required by "domain").
   """
 
   def __init__(self, vocab_size, mask_id, special_ids, strategy="token", masked_lm_prob=0.15,
-               max_predictions_per_seq=20, max_ngram=3, replacement="mask", similar_words=None):
+               max_predictions_per_seq=20, max_ngram=3, replacement="mask", similar_words=None,
+               word_weights=None):
     if strategy not in STRATEGIES:
       raise InputError("--masking=%s: expected one of %s" % (strategy, "|".join(STRATEGIES)))
     if replacement not in REPLACEMENTS:
@@ -82,6 +89,9 @@ class MaskingConfig(object):
     if replacement == "similar" and similar_words is None:
       raise InputError("--masking_replacement=similar needs --similar_words_file "
                        "(word<TAB>neighbour ... lines; build_similar_words.py makes one)")
+    if strategy == "domain" and word_weights is None:
+      raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count lines "
+                       "of general text; build_word_freq.py makes one)")
     if not 0.0 < masked_lm_prob <= 1.0:
       raise InputError("--masked_lm_prob=%s: expected a value in (0, 1]" % masked_lm_prob)
     if max_predictions_per_seq < 1:
@@ -100,6 +110,7 @@ class MaskingConfig(object):
     self.ngram_probs = ngram_length_probs(self.max_ngram)
     self.replacement = replacement
     self.similar_words = similar_words
+    self.word_weights = word_weights
 
   @classmethod
   def from_vocab(cls, vocab, source="vocabulary", **kwargs):
@@ -168,7 +179,7 @@ def word_boundaries(input_ids, word_starts, config):
   return boundaries[keep], next_boundary[keep], maskable
 
 
-def choose_spans(starts, ends, budget, rng, config):
+def choose_spans(starts, ends, budget, rng, config, input_ids=None):
   """Chooses which units to mask.
 
   Args:
@@ -177,6 +188,7 @@ def choose_spans(starts, ends, budget, rng, config):
     budget: int, the most tokens to mask (from `num_to_predict`).
     rng: numpy.random.Generator.
     config: MaskingConfig.
+    input_ids: int array [L], the sequence (needed by "domain", which weighs each word).
 
   Returns:
     A list of (first_token, end_token, num_words) tuples, one per chosen span, in choice order.
@@ -188,16 +200,28 @@ def choose_spans(starts, ends, budget, rng, config):
     # Every unit is one token, so stock's walk reduces to the first `budget` of a permutation.
     chosen = starts[rng.permutation(len(starts))[:budget]].tolist()
     return [(p, p + 1, 1) for p in chosen]
-  return _choose_words(starts, ends, budget, rng)
+  if config.strategy == "domain":
+    order = weighted_order(config.word_weights.unit_weights(input_ids, starts, ends), rng)
+  else:
+    order = rng.permutation(len(starts))
+  return _take_words(starts, ends, budget, order)
 
 
-def _choose_words(starts, ends, budget, rng):
-  """Stock selection: visit units in random order, taking each one that still fits the budget."""
+def weighted_order(weights, rng):
+  """A random order of len(weights) items, drawn one after another without replacement with
+  chances proportional to `weights` (Efraimidis-Spirakis: sort by u ** (1 / weight), u
+  uniform; computed as log(u) / weight). Equal weights give a uniform random order."""
+  keys = np.log(rng.random(len(weights))) / np.maximum(weights, 1e-12)
+  return np.argsort(-keys, kind="stable")
+
+
+def _take_words(starts, ends, budget, order):
+  """Stock selection: visit units in `order`, taking each one that still fits the budget."""
   starts = starts.tolist()
   ends = ends.tolist()
   spans = []
   count = 0
-  for w in rng.permutation(len(starts)).tolist():
+  for w in order.tolist():
     if count >= budget:
       break
     length = ends[w] - starts[w]
@@ -284,7 +308,7 @@ def mask_sequence(input_ids, word_starts, rng, config):
   input_ids = np.asarray(input_ids, dtype=np.int64)
   starts, ends, maskable = word_boundaries(input_ids, word_starts, config)
   budget = num_to_predict(int(maskable.sum()), config)
-  spans = choose_spans(starts, ends, budget, rng, config)
+  spans = choose_spans(starts, ends, budget, rng, config, input_ids)
   masked = input_ids.copy()
   if not spans:
     empty = np.zeros([0], dtype=np.int64)

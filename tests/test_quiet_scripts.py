@@ -104,6 +104,8 @@ def _runs(world, root):
                                   "--vocab_file=%s" % world.vocab,
                                   "--init_checkpoint=%s" % os.path.join(pt_out, "export",
                                                                         "bert_model.ckpt")]),
+      ("build_word_freq.py", ["--input_file=%s" % world.corpus,
+                              "--output_file=%s" % os.path.join(root, "word_freq.tsv")]),
       ("convert_to_hf.py", ["--checkpoint=%s" % pt_out, "--bert_config_file=%s" % world.config,
                             "--vocab_file=%s" % world.vocab, "--output_dir=%s" % hf_out]),
       ("convert_hf_checkpoint.py", ["--hf_model_dir=%s" % hf_out,

@@ -1,0 +1,249 @@
+# coding=utf-8
+"""General word frequencies, and the word weights of domain-aware masking (--masking=domain).
+
+Domain-aware masking follows Difference-Masking (Wilf et al., EMNLP 2023 Findings): mask first
+the words that make the domain text differ from general text, scored by TF-ICF against a
+general corpus. Here the general corpus is a word-frequency list (--general_word_freq), and:
+
+  g(w)      the word's count in the list; G the sum of all its counts
+  icf(w)    log((G + 1) / (g(w) + 1))          inverse corpus frequency
+  s(w)      icf(w) / log(G + 1)                in [0, 1]: 1 for a word the list does not name
+  weight(w) floor + (1 - floor) * s(w) ** T    T = --domain_temperature, floor = --domain_floor
+
+Every whole word of a sequence is a candidate with its weight; masking.choose_spans visits the
+candidates in a weighted random order and takes each that still fits the sequence's budget (the
+budget of every strategy: --masked_lm_prob of the maskable tokens, at most
+--max_predictions_per_seq), so the mask rate is unchanged and only which words carry it moves.
+The TF of TF-ICF is the text itself: a word met n times is a candidate n times, so with T = 1
+and floor = 0 a word's expected share of the masks is proportional to n * icf(w), its TF-ICF in
+the domain text. A higher T favours the words the list lacks more sharply; the floor keeps
+ordinary words masked sometimes (floor = 1 is whole-word masking's uniform choice). A word of
+punctuation only that the list does not name counts as ordinary (s = 0).
+
+The list file: utf-8 lines `word<TAB>count` (count a positive number; blank lines skipped; a
+word listed twice adds up). build_word_freq.py writes one from a corpus you name. Its words are
+mapped to word pieces with the model's tokenizer, as the masking sees words: a WordPiece word and
+its "##" pieces, or a run of CJK characters (a Chinese word, which should come from the same
+--chinese_word_segmenter as the records' words); a list word of several such words counts for
+each. Words with an [UNK] piece are dropped.
+
+This module does not import TensorFlow.
+"""
+
+import collections
+import math
+import re
+import unicodedata
+
+import numpy as np
+
+from core.errors import InputError
+from engine import cli
+import tokenization
+
+DEFAULT_TEMPERATURE = 2.0
+DEFAULT_FLOOR = 0.1
+
+# A list that names fewer than this share of the domain text's words (punctuation aside) is for
+# another language or vocabulary: refused before any work.
+MIN_LISTED_SHARE = 0.1
+
+# How much of the domain text the share is measured on.
+OVERLAP_SAMPLE_LINES = 2000
+
+# A token without a letter, digit or CJK character (all \w) is punctuation or a symbol.
+_WORD_CHAR_RE = re.compile(r"\w", re.UNICODE)
+
+
+def check_settings(temperature, floor):
+  """Raises InputError naming the flag for a temperature <= 0 or a floor outside [0, 1]."""
+  if not (temperature > 0.0 and math.isfinite(temperature)):
+    raise InputError("--domain_temperature=%s: expected a number > 0" % temperature)
+  if not 0.0 <= floor <= 1.0:
+    raise InputError("--domain_floor=%s: expected a value in [0, 1]" % floor)
+
+
+def read_counts(path):
+  """The `word<TAB>count` lines of `path` as an ordered dict word -> count.
+
+  Raises:
+    InputError: no such file, bad utf-8, a line without a tab, an empty word or a count that is
+      not a positive number (naming the file and line), or no entry at all.
+  """
+  counts = collections.OrderedDict()
+  for line_number, line in cli.text_lines(path):
+    if not line.strip():
+      continue
+    word, tab, count = line.partition("\t")
+    word = word.strip()
+    try:
+      value = float(count)
+    except ValueError:
+      value = float("nan")
+    if not tab or not word or not (value > 0 and math.isfinite(value)):
+      raise InputError("%s:%d: expected word<TAB>count with a count > 0 (got %r)" %
+                       (path, line_number, line[:80]))
+    counts[word] = counts.get(word, 0.0) + value
+  if not counts:
+    raise InputError("%s: empty: expected word<TAB>count lines (build_word_freq.py writes them "
+                     "from a corpus)" % path)
+  return counts
+
+
+def _is_cjk(char):
+  """Whether `char` is a CJK ideograph (unified, extensions, compatibility)."""
+  return unicodedata.name(char, "").startswith(("CJK UNIFIED", "CJK COMPATIBILITY IDEOGRAPH"))
+
+
+def word_units(tokens, ids):
+  """Splits one text's word pieces into the masking's words: a token starts a word unless it
+  is a "##" piece or a CJK character right after another CJK token (SentencePiece: unless it
+  lacks the word-start mark and is no CJK character).
+
+  Returns:
+    list of tuples of ids, one per word.
+  """
+  units = []
+  previous_cjk = False
+  for token, token_id in zip(tokens, ids):
+    piece = token.lstrip(tokenization.SPM_WORD_START)
+    cjk = bool(piece) and _is_cjk(piece[0])
+    if token.startswith(tokenization.SPM_WORD_START):
+      starts = True
+    elif token.startswith("##"):
+      starts = False
+    else:
+      starts = not (cjk and previous_cjk)
+    if starts or not units:
+      units.append((token_id,))
+    else:
+      units[-1] += (token_id,)
+    previous_cjk = cjk
+  return units
+
+
+def sequence_units(ids, word_starts):
+  """The words of a tokenized line (ids and their word_starts, no special tokens), as tuples."""
+  units = []
+  for token_id, start in zip(ids, word_starts):
+    if start or not units:
+      units.append((int(token_id),))
+    else:
+      units[-1] += (int(token_id),)
+  return units
+
+
+class WordWeights(object):
+  """Word (a tuple of piece ids) -> selection weight, from a general word-frequency list.
+
+  Attributes:
+    weights: dict tuple of ids -> weight, for the list's words and the vocabulary's
+      punctuation; any other word weighs 1.0 (s = 1).
+    listed: frozenset of the list's words (as tuples of ids).
+    source: the file, for messages.
+    temperature, floor: the settings the weights were made with.
+    total: G, the list's total count.
+  """
+
+  def __init__(self, counts, punctuation_ids, temperature=DEFAULT_TEMPERATURE,
+               floor=DEFAULT_FLOOR, source="general word frequencies"):
+    """counts: dict tuple of ids -> count (> 0); punctuation_ids: ids of punctuation tokens."""
+    check_settings(temperature, floor)
+    self.source = source
+    self.temperature = float(temperature)
+    self.floor = float(floor)
+    self.total = float(sum(counts.values()))
+    self.listed = frozenset(counts)
+    scale = math.log(self.total + 1.0)
+    self.weights = {(i,): self.floor for i in punctuation_ids}
+    for word, count in counts.items():
+      self.weights[word] = self.weight(math.log((self.total + 1.0) / (count + 1.0)) / scale)
+
+  def weight(self, score):
+    """floor + (1 - floor) * score ** temperature, for a score s in [0, 1]."""
+    return self.floor + (1.0 - self.floor) * score ** self.temperature
+
+  def __len__(self):
+    return len(self.listed)
+
+  def unit_weights(self, input_ids, starts, ends):
+    """float64 array [W]: the weight of each word input_ids[starts[k]:ends[k]]."""
+    ids = np.asarray(input_ids).tolist()
+    get = self.weights.get
+    return np.array([get(tuple(ids[s:e]), 1.0) for s, e in zip(starts.tolist(), ends.tolist())],
+                    dtype=np.float64)
+
+  def listed_share(self, units):
+    """(share, words): of `units` (tuples of ids) that are not punctuation, how many the list
+    names, as a share, and how many were counted."""
+    counted = listed = 0
+    for unit in units:
+      if len(unit) == 1 and unit in self.weights and unit not in self.listed:
+        continue  # Punctuation the list does not name.
+      counted += 1
+      listed += unit in self.listed
+    return listed / float(max(counted, 1)), counted
+
+  def check_overlap(self, units, where):
+    """Raises InputError when the list names under MIN_LISTED_SHARE of the words of `units`
+    (the domain text's, read from `where`)."""
+    share, counted = self.listed_share(units)
+    if counted and share < MIN_LISTED_SHARE:
+      raise InputError(
+          "--general_word_freq=%s names only %.1f%% of the %d words of %s (at least %.0f%% "
+          "expected): a list of another language or vocabulary? Build one from general text of "
+          "the domain's language with build_word_freq.py" %
+          (self.source, 100 * share, counted, where, 100 * MIN_LISTED_SHARE))
+    return share
+
+  def describe(self):
+    return ("%d words from %s, temperature %g, floor %g" %
+            (len(self), self.source, self.temperature, self.floor))
+
+
+def load(path, tokenizer, temperature=DEFAULT_TEMPERATURE, floor=DEFAULT_FLOOR):
+  """Reads a word-frequency list and maps it to the model's word pieces.
+
+  Args:
+    path: file of `word<TAB>count` lines.
+    tokenizer: tokenization.FullTokenizer of the model.
+    temperature, floor: --domain_temperature and --domain_floor.
+
+  Returns:
+    WordWeights.
+
+  Raises:
+    InputError: bad settings, a missing, empty or malformed file (read_counts), or a list none
+      of whose words the vocabulary can spell without [UNK].
+  """
+  check_settings(temperature, floor)
+  unk = tokenizer.vocab.get("[UNK]", tokenizer.vocab.get("<unk>"))
+  counts = collections.Counter()
+  text_counts = read_counts(path)
+  for word, count in text_counts.items():
+    tokens = tokenizer.tokenize(word)
+    for unit in word_units(tokens, tokenizer.convert_tokens_to_ids(tokens)):
+      if unk not in unit:
+        counts[unit] += count
+  if not counts:
+    raise InputError("%s: none of its %d words is in the model's vocabulary without [UNK]: a "
+                     "list for another vocabulary or language" % (path, len(text_counts)))
+  punctuation = [i for token, i in tokenizer.vocab.items()
+                 if not _WORD_CHAR_RE.search(token.lstrip(tokenization.SPM_WORD_START))]
+  return WordWeights(counts, punctuation, temperature, floor, source=path)
+
+
+def count_words(input_files, split):
+  """Counter word -> occurrences over every line of `input_files`, split by `split`."""
+  counts = collections.Counter()
+  for path in input_files:
+    for _, line in cli.text_lines(path):
+      counts.update(split(line))
+  return counts
+
+
+def count_lines(counts):
+  """`word<TAB>count` lines, most frequent first (ties by word), for a Counter."""
+  for word, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+    if word.strip() and "\t" not in word:
+      yield "%s\t%d" % (word, count)

@@ -1,0 +1,327 @@
+# coding=utf-8
+"""Domain-aware masking (--masking=domain): the mask rate, the words it favours, whole words,
+seeds, one selection for records and dynamic masking, Chinese words; the general word-frequency
+list (pretraining/word_freq.py, build_word_freq.py) and its bad inputs."""
+
+import collections
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow.compat.v1 as tf
+
+import build_word_freq
+from core.errors import InputError
+import create_pretraining_data
+from pretraining import corpus
+from pretraining import instances
+from pretraining import masking
+from pretraining import word_freq
+import pretraining_helpers
+from script_runner import assert_one_line_error, run_script
+import tokenization
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ENGLISH_VOCAB = os.path.join(_REPO, "vocab", "english_uncased_vocab.txt")
+_CHINESE_VOCAB = os.path.join(_REPO, "vocab", "chinese_vocab.txt")
+# Ordinary words, in the general list with large counts; domain words, rare or absent there.
+_COMMON = "the of and a to in was he it with his that for on is as".split()
+_DOMAIN = "photosynthesis chlorophyll stomata xylem phloem transpiration".split()
+
+
+@pytest.fixture(scope="module")
+def english():
+  return tokenization.FullTokenizer(_ENGLISH_VOCAB)
+
+
+def _write(path, text):
+  path.write_text(text, encoding="utf-8")
+  return str(path)
+
+
+def _general_list(tmp_path):
+  """A general list naming the common words often and two domain words once."""
+  lines = ["%s\t%d" % (w, 50000 // (i + 1)) for i, w in enumerate(_COMMON)]
+  lines += [".\t40000", "photosynthesis\t2", "chlorophyll\t1"]
+  return _write(tmp_path / "general.tsv", "\n".join(lines) + "\n")
+
+
+def _sequences(tokenizer, count, rng, words=24):
+  """`count` [CLS] ... [SEP] rows of ids, 3 common words to 1 domain word, with word_starts."""
+  rows = []
+  for _ in range(count):
+    chosen = [(_DOMAIN if rng.random() < 0.25 else _COMMON)[rng.integers(6)]
+              for _ in range(words)]
+    tokens = ["[CLS]"] + tokenizer.tokenize(" ".join(chosen)) + ["[SEP]"]
+    ids = np.array(tokenizer.convert_tokens_to_ids(tokens))
+    starts = np.array([0 if t.startswith("##") else 1 for t in tokens])
+    rows.append((ids, starts))
+  return rows
+
+
+def _domain_config(tokenizer, path, **kwargs):
+  weights = word_freq.load(path, tokenizer, kwargs.pop("temperature", 2.0),
+                           kwargs.pop("floor", 0.1))
+  return masking.MaskingConfig.from_vocab(tokenizer.vocab, strategy="domain",
+                                          word_weights=weights, **kwargs)
+
+
+def test_weights_follow_the_documented_formula(english, tmp_path):
+  weights = word_freq.load(_general_list(tmp_path), english, temperature=3.0, floor=0.2)
+  total = sum(50000 // (i + 1) for i in range(len(_COMMON))) + 40000 + 3
+  ids = lambda word: tuple(english.convert_tokens_to_ids(english.tokenize(word)))
+  for word, count in (("the", 50000), ("photosynthesis", 2), (".", 40000)):
+    s = np.log((total + 1.0) / (count + 1.0)) / np.log(total + 1.0)
+    assert weights.weights[ids(word)] == pytest.approx(0.2 + 0.8 * s ** 3)
+  # Words the list lacks weigh 1; punctuation it lacks weighs the floor.
+  starts, ends = np.array([0, 1, 2]), np.array([1, 2, 3])
+  np.testing.assert_allclose(
+      weights.unit_weights(np.array(ids("xylem")[:1] + ids("!") + ids("the")), starts, ends),
+      [1.0, 0.2, weights.weights[ids("the")]])
+
+
+def test_mask_rate_per_sequence_is_unchanged(english, tmp_path):
+  rng = np.random.default_rng(0)
+  rows = _sequences(english, 400, rng)
+  domain = _domain_config(english, _general_list(tmp_path), max_predictions_per_seq=40)
+  whole = masking.MaskingConfig.from_vocab(english.vocab, strategy="whole_word",
+                                           max_predictions_per_seq=40)
+  wanted, got, got_whole = [], [], []
+  for ids, starts in rows:
+    wanted.append(masking.num_to_predict(len(ids) - 2, domain))
+    got.append(len(masking.mask_sequence(ids, starts, rng, domain)[1]))
+    got_whole.append(len(masking.mask_sequence(ids, starts, rng, whole)[1]))
+  wanted, got = np.array(wanted), np.array(got)
+  # The budget of every strategy, filled: never over it, and on average within 3% of it.
+  assert (got <= wanted).all()
+  assert abs(got.mean() / wanted.mean() - 1) < 0.03, (got.mean(), wanted.mean())
+  assert abs(got.mean() / np.mean(got_whole) - 1) < 0.03
+
+
+def test_domain_words_are_masked_far_more_often(english, tmp_path):
+  rng = np.random.default_rng(1)
+  rows = _sequences(english, 300, rng, words=60)
+  config = _domain_config(english, _general_list(tmp_path))
+  whole = masking.MaskingConfig.from_vocab(english.vocab, strategy="whole_word")
+  domain_ids = {english.vocab[english.tokenize(w)[0]] for w in _DOMAIN}
+  rates = {}
+  for name, cfg in (("domain", config), ("whole_word", whole)):
+    seen, masked = collections.Counter(), collections.Counter()
+    for ids, starts in rows:
+      # Word occurrences, by their first piece.
+      kind = np.where(np.isin(ids, list(domain_ids)), "domain", "common")
+      kind[(starts == 0) | (np.arange(len(ids)) == 0) | (np.arange(len(ids)) == len(ids) - 1)] = ""
+      seen.update(kind.tolist())
+      masked.update(kind[masking.mask_sequence(ids, starts, rng, cfg)[1]].tolist())
+    rates[name] = {k: masked[k] / seen[k] for k in ("domain", "common")}
+  # Measured (seed 1), the share of word occurrences masked: domain words 0.25 against common
+  # 0.06 (whole_word: 0.13 and 0.17; the domain words have 2-4 pieces, which fit the budget
+  # less often).
+  assert rates["domain"]["domain"] > 3 * rates["domain"]["common"], rates
+  assert rates["domain"]["domain"] > 1.5 * rates["whole_word"]["domain"], rates
+
+
+def test_whole_words_are_never_split_and_seeds_decide(english, tmp_path):
+  rows = _sequences(english, 64, np.random.default_rng(2))
+  config = _domain_config(english, _general_list(tmp_path), max_predictions_per_seq=12)
+  length = max(len(r[0]) for r in rows)
+  ids = np.stack([np.pad(r[0], (0, length - len(r[0]))) for r in rows])  # [PAD] is 0.
+  starts = np.stack([np.pad(r[1], (0, length - len(r[1]))) for r in rows])
+  first = masking.mask_batch(ids, starts, [5, 1], config)
+  again = masking.mask_batch(ids, starts, [5, 1], config)
+  other = masking.mask_batch(ids, starts, [5, 2], config)
+  for a, b in zip(first, again):
+    np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(first[1], other[1])
+  _, positions, _, weights = first
+  for row in range(len(ids)):
+    chosen = set(positions[row][weights[row] > 0].tolist())
+    word = np.cumsum(starts[row])  # Word number of each token.
+    for p in chosen:
+      members = set(np.flatnonzero(word == word[p]).tolist())
+      assert members <= chosen, (row, p, members, chosen)
+
+
+def test_records_and_dynamic_masking_share_one_selection(english, tmp_path, monkeypatch):
+  general = _general_list(tmp_path)
+  opts = create_pretraining_data.Options(
+      input_file="unused", output_file="unused", vocab_file=_ENGLISH_VOCAB, masking="domain",
+      general_word_freq=general, max_predictions_per_seq=8)
+  featurizer = corpus.Featurizer(opts)
+  ids, starts = featurizer.sentence("the xylem and the phloem of chlorophyll was transpiration")
+  ids = [featurizer.cls_id] + ids + [featurizer.sep_id]
+  starts = [1] + starts + [1]
+  instance = instances.Instance(ids, [0] * len(ids), starts, None)
+  calls = []
+  original = masking.weighted_order
+  monkeypatch.setattr(masking, "weighted_order",
+                      lambda w, rng: calls.append(len(w)) or original(w, rng))
+  features, static = instances.instance_features(instance, np.random.default_rng([7]),
+                                                 featurizer, collections.Counter())
+  dynamic = masking.mask_batch(np.array([ids]), np.array([starts]), [7], featurizer.masking)
+  assert calls == [calls[0]] * 2 and calls[0] > 0  # Both went through the weighted order.
+  assert dict(features)["input_ids"] is not None
+  count = len(static[1])
+  np.testing.assert_array_equal(dynamic[1][0][:count], static[1])
+  np.testing.assert_array_equal(dynamic[0][0], static[0])
+
+
+def test_chinese_words_from_jieba(tmp_path):
+  pytest.importorskip("jieba")
+  general_text = "今天天气很好，我们去公园散步。\n他在学校学习数学和语文。\n" * 50
+  general = str(tmp_path / "general_zh.tsv")
+  build_word_freq.run(input_file=_write(tmp_path / "general_zh.txt", general_text),
+                      output_file=general, chinese_word_segmenter="jieba")
+  listed = dict(line.rstrip("\n").split("\t") for line in open(general, encoding="utf-8"))
+  assert listed["我们"] == "50" and listed["。"] == "100"
+  opts = create_pretraining_data.Options(
+      input_file="unused", output_file="unused", vocab_file=_CHINESE_VOCAB, masking="domain",
+      general_word_freq=general, chinese_word_segmenter="jieba", max_predictions_per_seq=20)
+  featurizer = corpus.Featurizer(opts)
+  line = "我们在法院学习判决书，他们去公园散步。"
+  ids, starts = featurizer.sentence(line)
+  units = word_freq.sequence_units(ids, starts)
+  as_text = ["".join(featurizer.tokenizer.convert_ids_to_tokens(list(u))) for u in units]
+  assert "法院" in as_text and "我们" in as_text  # jieba's words are the units.
+  config = featurizer.masking
+  row = np.array([featurizer.cls_id] + ids + [featurizer.sep_id])
+  row_starts = np.array([1] + starts + [1])
+  counts = collections.Counter()
+  rng = np.random.default_rng(0)
+  for _ in range(400):
+    _, positions, _ = masking.mask_sequence(row, row_starts, rng, config)
+    chosen = set(positions.tolist())
+    word = np.cumsum(row_starts)
+    for p in chosen:  # Whole jieba words.
+      assert set(np.flatnonzero(word == word[p]).tolist()) <= chosen
+    counts.update(featurizer.tokenizer.convert_ids_to_tokens(row[sorted(chosen)].tolist()))
+  # 法院 and 判决书 are not in the general text; 我们 and 公园 are.
+  assert counts["法"] > 3 * counts["我"] and counts["判"] > 3 * counts["公"], counts
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("", "general.tsv: empty: expected word<TAB>count"),
+    ("\n\n", "general.tsv: empty: expected word<TAB>count"),
+    ("the\t10\nof 5\n", "general.tsv:2: expected word<TAB>count"),
+    ("the\t10\n\tof\t3\n", "general.tsv:2: expected word<TAB>count"),
+    ("the\tmany\n", "general.tsv:1: expected word<TAB>count"),
+    ("the\t0\n", "general.tsv:1: expected word<TAB>count with a count > 0"),
+    ("the\t-3\n", "general.tsv:1: expected word<TAB>count"),
+    ("\U00013000\U00013001\t10\n\ua9b2\ua9a4\t3\n",
+     "general.tsv: none of its 2 words is in the model's"),
+])
+def test_bad_lists_are_one_error_naming_file_and_line(english, tmp_path, content, fragment):
+  path = _write(tmp_path / "general.tsv", content)
+  with pytest.raises(InputError) as raised:
+    word_freq.load(path, english)
+  assert fragment in str(raised.value)
+
+
+def test_bad_settings_are_refused(english, tmp_path):
+  path = _general_list(tmp_path)
+  for kwargs, fragment in ((dict(temperature=0.0), "--domain_temperature=0.0: expected"),
+                           (dict(temperature=float("inf")), "--domain_temperature=inf"),
+                           (dict(floor=1.5), "--domain_floor=1.5: expected a value in [0, 1]"),
+                           (dict(floor=-0.1), "--domain_floor=-0.1")):
+    with pytest.raises(InputError, match=fragment.replace("[", r"\[").replace(".", r"\.")):
+      word_freq.load(path, english, **kwargs)
+  with pytest.raises(InputError, match="--masking=domain needs --general_word_freq"):
+    masking.MaskingConfig.from_vocab(english.vocab, strategy="domain")
+  with pytest.raises(InputError, match="--masked_lm_prob=1.5"):
+    _domain_config(english, path, masked_lm_prob=1.5)
+  with pytest.raises(InputError, match="--masking=domian: expected one of .*domain"):
+    masking.MaskingConfig.from_vocab(english.vocab, strategy="domian")
+
+
+@pytest.fixture(scope="module")
+def cli_world(tmp_path_factory):
+  """An English domain text, a general list for it and one for another language."""
+  root = tmp_path_factory.mktemp("domain_cli")
+  text = "".join("the %s of the leaf was measured in the laboratory .\nit was %s .\n\n" %
+                 (w, w) for w in _DOMAIN * 4)
+  return dict(root=root, domain=_write(root / "domain.txt", text),
+              general=_general_list(root),
+              chinese=_write(root / "chinese.tsv", "的\t900\n我们\t50\n法院\t3\n"),
+              malformed=_write(root / "malformed.tsv", "the\t10\nof\n"))
+
+
+def _cpd(world, *flags):
+  return run_script("create_pretraining_data.py", "--input_file=" + world["domain"],
+                    "--output_file=" + str(world["root"] / "out.tfrecord"),
+                    "--vocab_file=" + _ENGLISH_VOCAB, *flags, timeout=120)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--masking=domain", "--general_word_freq=CHINESE"],
+     "error: --general_word_freq=CHINESE names only 0.0% of the 312 words of the first 48 "
+     "lines of DOMAIN (at least 10% expected): a list of another language or vocabulary? "
+     "Build one from general text of the domain's language with build_word_freq.py"),
+    (["--masking=domain", "--general_word_freq=MALFORMED"],
+     "error: MALFORMED:2: expected word<TAB>count with a count > 0 (got 'of')"),
+    (["--masking=domain"], "error: --masking=domain needs --general_word_freq=FILE"),
+    (["--masking=domain", "--general_word_freq=GENERAL", "--masked_lm_prob=0"],
+     "error: --masked_lm_prob=0.0: expected a value in (0, 1]"),
+    (["--masking=domain", "--general_word_freq=GENERAL", "--domain_floor=2"],
+     "error: --domain_floor=2.0: expected a value in [0, 1]"),
+    (["--masking=domains"], "error: --masking=domains: expected one of "
+                            "token|whole_word|ngram|domain"),
+])
+def test_create_pretraining_data_refuses_bad_input_before_any_work(cli_world, flags, expected):
+  names = {"CHINESE": cli_world["chinese"], "MALFORMED": cli_world["malformed"],
+           "GENERAL": cli_world["general"], "DOMAIN": cli_world["domain"]}
+  for name, path in names.items():
+    flags = [f.replace(name, path) for f in flags]
+    expected = expected.replace(name, path)
+  line = assert_one_line_error(_cpd(cli_world, *flags))
+  assert line.startswith(expected), line
+  assert not os.path.exists(str(cli_world["root"] / "out.tfrecord"))
+
+
+def test_records_then_dynamic_training_with_domain_masking(tmp_path):
+  """The records' summary, then two updates on dynamic records masked by domain weights, and
+  the trainer's own check of the list against the records."""
+  paths = pretraining_helpers.write_tiny_corpus(tmp_path, dict(
+      vocab_size=len(pretraining_helpers.VOCAB), hidden_size=16, num_hidden_layers=1,
+      num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
+      type_vocab_size=2), documents=20)
+  general = _write(tmp_path / "general.tsv", "alpha\t500\nbravo\t400\ncharlie\t300\n.\t900\n")
+  static = create_pretraining_data.run(create_pretraining_data.Options(
+      input_file=paths["corpus"], output_file=str(tmp_path / "static.tfrecord"),
+      vocab_file=paths["vocab"], max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2,
+      masking="domain", general_word_freq=general))
+  assert 0.13 < static["masked_share"] < 0.17, static["masked_share"]
+  records = str(tmp_path / "dynamic.tfrecord")
+  create_pretraining_data.run(create_pretraining_data.Options(
+      input_file=paths["corpus"], output_file=records, vocab_file=paths["vocab"],
+      max_seq_length=32, dupe_factor=1, dynamic_masking=True, no_nsp=True))
+  base = ["--input_file=" + records, "--bert_config_file=" + paths["config"],
+          "--vocab_file=" + paths["vocab"], "--n_gpus=2", "--train_batch_size=4",
+          "--num_train_steps=2", "--do_train", "--masking=domain",
+          "--save_checkpoints_steps=2", "--max_predictions_per_seq=5"]
+  foreign = _write(tmp_path / "foreign.tsv", "zulu\t3\n")
+  refused = run_script("run_pretraining_mgpu.py", *(base + [
+      "--output_dir=" + str(tmp_path / "refused"), "--general_word_freq=" + foreign]))
+  line = assert_one_line_error(refused, "--general_word_freq=%s names only" % foreign,
+                               "the first records of %s" % records)
+  assert not os.path.exists(str(tmp_path / "refused" / "model.ckpt-2.index")), line
+  result = run_script("run_pretraining_mgpu.py", *(base + [
+      "--output_dir=" + str(tmp_path / "out"), "--general_word_freq=" + general]))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("model.ckpt-2")
+  info = json.load(open(str(tmp_path / "out" / "run_info.json")))
+  assert "domain" in json.dumps(info)
+
+
+def test_build_word_freq_counts_words_as_the_masking_splits_them(tmp_path):
+  text = _write(tmp_path / "general.txt", "The cat sat.\nthe CAT, the dog!\n\n")
+  out = str(tmp_path / "freq.tsv")
+  assert build_word_freq.run(input_file=text, output_file=out) == 7
+  assert open(out, encoding="utf-8").read() == (
+      "the\t3\ncat\t2\n!\t1\n,\t1\n.\t1\ndog\t1\nsat\t1\n")
+  assert build_word_freq.run(input_file=text, output_file=out, min_count=2) == 2
+  with pytest.raises(InputError, match="no word seen --min_count=9 times"):
+    build_word_freq.run(input_file=text, output_file=out, min_count=9)
+  line = assert_one_line_error(run_script("build_word_freq.py", "--output_file=" + out,
+                                          timeout=120))
+  assert line == "error: --input_file is required"
