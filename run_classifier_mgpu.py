@@ -37,6 +37,7 @@ from engine import common_flags
 from engine import inference
 from engine import predict_input
 from engine import run_info
+from engine import run_helpers
 from engine import run_setup
 from engine import training
 from serving import saved_model_export
@@ -119,15 +120,15 @@ def get_processor(output_dir):
 
 def make_input_fn(record_file, is_training):
   """input_fn(rows, seed, shard) reading classification records (length-aware batches)."""
-  return common_flags.record_input_fn(
+  return run_helpers.record_input_fn(
       record_file, classifier_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
 def write_predictions(setup, probabilities, label_list):
-  """Writes the predicted labels (common_flags.predict_output) and the class probabilities
+  """Writes the predicted labels (run_helpers.predict_output) and the class probabilities
   (output_dir/test_results.tsv, or next to --predict_output; none for standard output), both
   whole or neither."""
-  output = common_flags.predict_output(setup)
+  output = run_helpers.predict_output(setup)
   labels = [label_list[int(np.argmax(row))] for row in probabilities]
   if output == predict_input.STDIN:
     predict_input.write_lines(output, labels)
@@ -136,7 +137,7 @@ def write_predictions(setup, probabilities, label_list):
             else os.path.join(setup.output_dir, "test_results.tsv"))
   predict_input.write_line_files(
       [(output, labels), (scores, ["\t".join(str(p) for p in row) for row in probabilities])],
-      common_flags.predict_output_flag())
+      run_helpers.predict_output_flag())
 
 
 def predicting():
@@ -175,10 +176,11 @@ class Task(object):
     self.class_weights = weighting.parse(FLAGS.class_weights)
     self.doc_stride = check_long_text_flags()
     check_truncation()
-    saved_model_export.check_tflite_flags()
+    saved_model_export.check_tflite(FLAGS.export_tflite, FLAGS.do_export,
+                                    FLAGS.export_precision, FLAGS.long_text)
     self.sliding = FLAGS.long_text == "sliding"
     self.bert_config, self.tokenizer, self.tokenizer_digest = (
-        common_flags.load_config_and_tokenizer(setup))
+        run_helpers.load_config_and_tokenizer(setup))
     self.processor = get_processor(setup.output_dir)
     self.label_list, self.input_layout = None, None
     self.examples, self.record_files, self.doc_index, self.rows = {}, {}, {}, {}
@@ -225,8 +227,8 @@ class Task(object):
                                                  FLAGS.bert_config_file))
 
   def run_identity(self):
-    """What run_info.json records of this run (common_flags.run_identity)."""
-    return common_flags.run_identity(
+    """What run_info.json records of this run (run_helpers.run_identity)."""
+    return run_helpers.run_identity(
         self.bert_config, self.tokenizer_digest,
         input_flags=("task_name", "truncation", "long_text", "doc_stride", "window_pooling"),
         task=FLAGS.task_name.lower(), labels=list(self.label_list),
@@ -286,7 +288,7 @@ def read_data(setup):
   task = Task(setup)
   task.read_examples()
   task.check_layout()
-  common_flags.check_run_info(setup, task.run_identity(), will_train=FLAGS.do_train)
+  run_helpers.check_run_info(setup, task.run_identity(), will_train=FLAGS.do_train)
   if FLAGS.do_train and isinstance(task.processor, classifier_data.TsvProcessor):
     task.processor.save_labels()
   task.write_records()
@@ -297,21 +299,21 @@ def train(task):
   """Trains on the training split (training.train), evaluating during training with
   --eval_every_n_steps."""
   setup = task.setup
-  num_train_steps, num_warmup_steps = common_flags.epoch_schedule(task.rows["train"],
-                                                                  setup.global_batch_size)
+  num_train_steps, num_warmup_steps = run_helpers.epoch_schedule(task.rows["train"],
+                                                                 setup.global_batch_size)
   setup.log_training_plan(task.rows["train"], num_train_steps)
   training.train(classifier_model.make_tower_fn(task.bert_config, len(task.label_list),
                                                 is_training=True,
                                                 class_weights=task.class_weights),
                  make_input_fn(task.record_files["train"], is_training=True),
-                 common_flags.train_spec(setup, num_train_steps, num_warmup_steps),
-                 common_flags.periodic_eval(setup, task.dev_metrics))
+                 run_helpers.train_spec(setup, num_train_steps, num_warmup_steps),
+                 run_helpers.periodic_eval(setup, task.dev_metrics))
 
 
 def evaluate(task, checkpoint):
   """Writes eval_results.txt: the dev set's metrics under `checkpoint`."""
-  common_flags.write_results(os.path.join(task.setup.output_dir, "eval_results.txt"),
-                             task.dev_metrics(checkpoint))
+  run_helpers.write_results(os.path.join(task.setup.output_dir, "eval_results.txt"),
+                            task.dev_metrics(checkpoint))
 
 
 def predict(task, checkpoint):
@@ -327,8 +329,12 @@ def predict(task, checkpoint):
 def export(task):
   """--do_export: the SavedModel of the run (serving/saved_model_export.py)."""
   layout = task.input_layout or export_layout(task.setup, task.sliding)
-  saved_model_export.export_classifier(task.setup, task.label_list,
-                                       text_pairs=layout == classifier_data.TEXT_PAIRS)
+  saved_model_export.export_classifier(
+      task.setup.output_dir, run_helpers.model_files(task.setup), task.label_list,
+      text_pairs=layout == classifier_data.TEXT_PAIRS, truncation=FLAGS.truncation,
+      long_text=FLAGS.long_text, doc_stride=FLAGS.doc_stride,
+      window_pooling=FLAGS.window_pooling, precision=FLAGS.export_precision,
+      tflite=FLAGS.export_tflite)
 
 
 def main(_):
@@ -347,7 +353,7 @@ def main(_):
   if not setup.is_chief:  # The chief evaluates, predicts and exports.
     return
   if FLAGS.do_eval or predicting():
-    checkpoint = common_flags.eval_checkpoint(setup)
+    checkpoint = run_helpers.eval_checkpoint(setup)
     logging.info("Evaluating and predicting with %s", checkpoint)
   if FLAGS.do_eval:
     evaluate(task, checkpoint)

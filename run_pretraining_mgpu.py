@@ -44,6 +44,7 @@ from engine import cli
 from engine import common_flags
 from engine import inference
 from engine import predict_input
+from engine import run_helpers
 from engine import run_setup
 from engine import training
 from pretraining import electra
@@ -301,12 +302,12 @@ def load_model(setup, fmt, will_train=False):
         "--vocab_file is required %s (the vocabulary the records were made with)" %
         ("to mask dynamic records on the fly" if fmt["dynamic"] else
          "by --do_predict to print tokens"))
-  bert_config, tokenizer, vocab_digest = common_flags.load_config_and_tokenizer(
+  bert_config, tokenizer, vocab_digest = run_helpers.load_config_and_tokenizer(
       setup, needs_vocab or bool(FLAGS.vocab_file), max_seq_length=fmt["max_seq_length"])
   objective = objective_from_flags(bert_config)
-  common_flags.check_run_info(
-      setup, common_flags.run_identity(bert_config, vocab_digest, effective=effective_flags(fmt),
-                                   **objective.run_identity()),
+  run_helpers.check_run_info(
+      setup, run_helpers.run_identity(bert_config, vocab_digest, effective=effective_flags(fmt),
+                                      **objective.run_identity()),
       will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
@@ -413,7 +414,7 @@ def train(setup, data):
                                         is_training=True),
                  pretraining_records.input_fn_builder(data.files, fmt, True,
                                                   data.masking_config),
-                 common_flags.train_spec(
+                 run_helpers.train_spec(
                      setup, FLAGS.num_train_steps, warmup_steps(),
                      max_seq_length=fmt["max_seq_length"], effective=effective_flags(fmt),
                      head_first_steps=FLAGS.head_first_steps,
@@ -459,7 +460,7 @@ def evaluate(setup, scored):
   """Writes eval_results.txt: the objective's metrics of the scored examples."""
   results = scored.objective.evaluation_metrics(scored.outputs)
   results["global_step"] = checkpoints.checkpoint_step(scored.checkpoint)
-  common_flags.write_results(os.path.join(setup.output_dir, "eval_results.txt"), results)
+  run_helpers.write_results(os.path.join(setup.output_dir, "eval_results.txt"), results)
   if "warning" in results:
     logging.warning("eval_results.txt: %s", results["warning"])
 

@@ -48,6 +48,7 @@ from engine import common_flags
 from engine import inference
 from engine import input_pipeline
 from engine import predict_input
+from engine import run_helpers
 from engine import run_setup
 from engine import training
 from rewrite import data as rewrite_data
@@ -119,7 +120,7 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
 
 def make_input_fn(record_file, is_training):
   """input_fn(rows, seed, shard) over packed rewrite records (length-aware batches)."""
-  return common_flags.record_input_fn(
+  return run_helpers.record_input_fn(
       record_file, rewrite_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
@@ -130,7 +131,7 @@ class Pipeline(object):
     rewrite_data.source_budget(FLAGS.max_seq_length, FLAGS.max_target_length)
     self.setup = setup
     self.bert_config, self.tokenizer, self.tokenizer_digest = (
-        common_flags.load_config_and_tokenizer(setup, special_tokens=SPECIAL_TOKENS))
+        run_helpers.load_config_and_tokenizer(setup, special_tokens=SPECIAL_TOKENS))
     if self.bert_config.type_vocab_size < 2:
       raise InputError(
           "type_vocab_size=%d in %s: the rewriter puts the target in segment 1, for which the "
@@ -153,13 +154,13 @@ class Pipeline(object):
   def train(self, record_file, num_examples, periodic_eval=None):
     """Trains on packed records with training.train (towers, checkpoints, resume; evaluation
     during training with a periodic_eval.PeriodicEval)."""
-    num_train_steps, num_warmup_steps = common_flags.epoch_schedule(
+    num_train_steps, num_warmup_steps = run_helpers.epoch_schedule(
         num_examples, self.setup.global_batch_size)
     self.setup.log_training_plan(num_examples, num_train_steps)
     return training.train(
         rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length),
         make_input_fn(record_file, True),
-        common_flags.train_spec(self.setup, num_train_steps, num_warmup_steps), periodic_eval)
+        run_helpers.train_spec(self.setup, num_train_steps, num_warmup_steps), periodic_eval)
 
   def decode(self, record_file, checkpoint, batch_size):
     """Rewrites of every record (input order) as detokenized strings."""
@@ -240,7 +241,7 @@ def evaluate(pipeline, checkpoint, path, rows):
   """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
   results, rewrites = dev_scores(pipeline, checkpoint, path, rows)
   output_dir = pipeline.setup.output_dir
-  common_flags.write_results(
+  run_helpers.write_results(
       os.path.join(output_dir, "eval_results.txt"), results,
       beside=[(os.path.join(output_dir, "eval_predictions.tsv"),
                ["%s\t%s\t%s" % (row.source, row.target, rewrite)
@@ -254,8 +255,8 @@ def predict(pipeline, checkpoint, path, rows):
   record_file = pipeline.records("test", path, rows, with_targets=False)
   rewrites = pipeline.decode(record_file, checkpoint, FLAGS.predict_batch_size)
   _check_count(rewrites, rows, path)
-  predict_input.write_lines(common_flags.predict_output(pipeline.setup), rewrites,
-                            common_flags.predict_output_flag())
+  predict_input.write_lines(run_helpers.predict_output(pipeline.setup), rewrites,
+                            run_helpers.predict_output_flag())
 
 
 def rank(pipeline, checkpoint, path, rows):
@@ -337,9 +338,9 @@ def read_data(setup):
   common_flags.check_best_metric(rewrite_metrics.EVAL_METRICS)
   pipeline = Pipeline(setup)
   inputs = read_inputs()
-  common_flags.check_run_info(setup, common_flags.run_identity(
+  run_helpers.check_run_info(setup, run_helpers.run_identity(
       pipeline.bert_config, pipeline.tokenizer_digest, input_flags=("max_target_length",)),
-                              will_train=trains())
+                             will_train=trains())
   return pipeline, inputs
 
 
@@ -347,7 +348,7 @@ def train(pipeline, inputs):
   """Fine-tunes on train.tsv, evaluating on dev.tsv during training with
   --eval_every_n_steps."""
   path, rows = inputs["train"]
-  pipeline.train(pipeline.records("train", path, rows), len(rows), common_flags.periodic_eval(
+  pipeline.train(pipeline.records("train", path, rows), len(rows), run_helpers.periodic_eval(
       pipeline.setup,
       lambda checkpoint: dev_scores(pipeline, checkpoint, *inputs["dev"])[0]))
 
@@ -373,7 +374,7 @@ def main(_):
   if FLAGS.do_pretrain_rewrite:
     export_pretrained(pipeline)
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
-    checkpoint = common_flags.eval_checkpoint(setup)
+    checkpoint = run_helpers.eval_checkpoint(setup)
     logging.info("Decoding with %s", checkpoint)
     if "dev" in inputs:
       evaluate(pipeline, checkpoint, *inputs["dev"])
@@ -382,7 +383,10 @@ def main(_):
     if "rank" in inputs:
       rank(pipeline, checkpoint, *inputs["rank"])
   if FLAGS.do_export:
-    saved_model_export.export_rewriter(setup)
+    saved_model_export.export_rewriter(
+        setup.output_dir, run_helpers.model_files(setup), FLAGS.max_target_length,
+        FLAGS.min_target_length, FLAGS.beam_size, FLAGS.length_penalty,
+        FLAGS.no_repeat_ngram_size)
 
 
 if __name__ == "__main__":

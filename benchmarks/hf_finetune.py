@@ -165,7 +165,7 @@ def main(argv=None):
   dev = encode(tokenizer, task, split_path("dev"), args.max_seq_length, False)
   test = (encode(tokenizer, task, split_path("test"), args.max_seq_length, True)
           if task.test_text_a is not None and not args.skip_predict else None)
-  # The update count of run_classifier_mgpu.py (common_flags.epoch_schedule), so both sides make
+  # The update count of run_classifier_mgpu.py (run_helpers.epoch_schedule), so both sides make
   # the same number of updates with the same warm-up.
   max_steps = max(1, int(len(train) / args.batch_size * args.epochs))
   warmup_steps = int(max_steps * args.warmup_proportion)

@@ -3,7 +3,10 @@
 - `cli.py`: the boundary where failures become one `error:` line and an exit status; the one
   file-glob helper (`expand_files`).
 - `tf_env.py`: environment TensorFlow reads on import; entry scripts import it first.
-- `common_flags.py`: the flags the run scripts share (stock google-research/bert names).
+- `common_flags.py`: the flags the run scripts share (stock google-research/bert names): their
+  definitions, effects and value checks.
+- `run_helpers.py`: what the run scripts build from the flags and their RunSetup: config and
+  tokenizer, run identity, train spec, input functions, eval checkpoint, outputs.
 - `run_setup.py`: the RunSetup built once from the flags at start-up (parallel spec, chief or
   not, where this process writes, what it restores, precision, global batch).
 - `training.py`: the training loop (towers, accumulation, resume, divergence, early stop).

@@ -22,6 +22,7 @@ import tensorflow.compat.v1 as tf
 from core import atomic_files
 from core.errors import InputError
 from engine import cli
+from engine import run_info
 import modeling
 import optimization
 
@@ -74,7 +75,6 @@ def describe_folder(path):
   """What the folder `path` holds, and how to use it, for messages: "is empty", "holds a
   training run of run_classifier_mgpu.py (run_info.json), checkpoints (the latest is ...)",
   "holds a Hugging Face model ...: convert it first with convert_hf_checkpoint.py ...", ..."""
-  from engine import run_info  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(path):
     return "does not exist"
   names = sorted(n for n in os.listdir(path) if not n.startswith("."))

@@ -1,23 +1,31 @@
-"""Flags shared by the run_*_mgpu.py scripts, with the stock google-research/bert names.
+"""The flags shared by the run_*_mgpu.py scripts, with the stock google-research/bert names.
+
+This module owns the flag definitions and what each flag is: the `define_*` groups, each
+flag's effect (MODEL, UPDATE, PARALLEL, DATA, OTHER; `declare_flag_effects`, `training_flags`)
+and the checks of the values a flag accepts (`check_shared_flags`, `check_periodic_eval_flags`,
+`check_best_metric`). What a run builds from the flags (config and tokenizer, run identity,
+train spec, input functions, eval checkpoint, outputs) is engine/run_helpers.py.
 
 Each script calls the `define_*` groups it needs, then its own script-specific flags. Defining is
-idempotent, so several scripts can be imported into one process (as the tests do).
+idempotent, so several scripts can be imported into one process (as the tests do). The choice
+lists come from the modules that implement them (tower_utils, optimization, parallel/).
 
-The flags are read here and in run_setup.from_flags, never written: what a process learns at
-start-up (the parallel spec, where it writes, what it restores, the precision) is a
-run_setup.RunSetup that the scripts pass to the helpers below.
+The flags are read here, in run_helpers and in run_setup.from_flags, never written: what a
+process learns at start-up (the parallel spec, where it writes, what it restores, the precision)
+is a run_setup.RunSetup that the scripts pass to the helpers.
 """
 
 import collections
-import os
-import sys
 
 from absl import flags
-from absl import logging
 
 from core.errors import InputError
 from engine import cli
 from engine import predict_input
+import optimization
+from parallel import pipeline
+from parallel import recompute
+import tower_utils
 
 FLAGS = flags.FLAGS
 
@@ -161,11 +169,6 @@ def define_training_flags(default_learning_rate=5e-5):
 def define_pipeline_flags():
   """Pipeline stages (one model replica cut over several devices, parallel/pipeline.py) and
   activation recomputation (parallel/recompute.py): what to turn on when a batch does not fit."""
-  # The choices are those of the modules that implement them (imported here, not at the top:
-  # importing this module stays free of TensorFlow and the model layer).
-  from parallel import pipeline  # pylint: disable=g-import-not-at-top
-  from parallel import recompute  # pylint: disable=g-import-not-at-top
-  import tower_utils  # pylint: disable=g-import-not-at-top
   _define("enum", "recompute", "none",
           "Activation recomputation. none: the backward pass reads the activations the forward "
           "pass kept. layer: each encoder layer keeps only its input; its inside (attention "
@@ -225,9 +228,6 @@ def define_cluster_flags():
 
 def define_speed_flags():
   """Mixed precision, XLA, gradient reduction, accumulation and the optimizer (training only)."""
-  # The choices are those of the modules that implement them (see define_pipeline_flags).
-  import optimization  # pylint: disable=g-import-not-at-top
-  import tower_utils  # pylint: disable=g-import-not-at-top
   _define("bool", "use_fp16", False,
           "Mixed precision with float16 compute (GPUs with tensor cores): float32 variables and "
           "checkpoints, layer norm, softmax cross-entropy and losses in float32, dynamic loss "
@@ -281,30 +281,6 @@ def define_length_flags():
           "many batches by length, and put the outputs back in input order.")
 
 
-def length_options(is_training):
-  """The input_pipeline.LengthOptions of the length flags (flags checked in check_shared_flags)."""
-  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
-  if "pad_to_batch_max" not in FLAGS or not FLAGS.pad_to_batch_max:
-    return input_pipeline.FIXED_LENGTH
-  # Eval and predict always sort by length within windows (outputs come back in input order);
-  # training only with --bucket_by_length.
-  return input_pipeline.LengthOptions(
-      FLAGS.pad_to_multiple_of, FLAGS.bucket_window if FLAGS.bucket_by_length or not is_training
-      else 0)
-
-
-def record_input_fn(record_file, name_to_features, is_training):
-  """input_fn(rows, seed, shard) over one TFRecord file, with the run's length options."""
-  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
-  lengths = length_options(is_training)
-
-  def input_fn(rows, seed, shard):
-    return input_pipeline.record_dataset([record_file], name_to_features, rows, is_training,
-                                         seed=seed, shard=shard, lengths=lengths)
-
-  return input_fn
-
-
 def define_periodic_eval_flags(default_metric, metric_examples):
   """Evaluation during training, the best checkpoint and early stopping (engine/periodic_eval.py).
 
@@ -354,26 +330,6 @@ def check_best_metric(metrics):
                      (FLAGS.best_metric, ", ".join(metrics)))
 
 
-def periodic_eval(setup, evaluate_fn):
-  """A periodic_eval.PeriodicEval from the flags, or None without --eval_every_n_steps."""
-  from engine import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
-  if not FLAGS.eval_every_n_steps:
-    return None
-  return periodic_eval_lib.PeriodicEval(evaluate_fn, FLAGS.eval_every_n_steps, FLAGS.best_metric,
-                                        setup.output_dir, FLAGS.keep_best,
-                                        FLAGS.early_stopping_patience)
-
-
-def eval_checkpoint(setup):
-  """The checkpoint to evaluate, predict and export with: the best (--use_best_checkpoint),
-  else the latest of --output_dir, else --init_checkpoint."""
-  from engine import periodic_eval as periodic_eval_lib  # pylint: disable=g-import-not-at-top
-  from engine import checkpoints  # pylint: disable=g-import-not-at-top
-  if "use_best_checkpoint" in FLAGS and FLAGS.use_best_checkpoint:
-    return periodic_eval_lib.best_checkpoint(setup.output_dir)
-  return checkpoints.find_checkpoint(setup.output_dir, setup.init_checkpoint)
-
-
 def define_predict_flags():
   """--predict_file, --predict_format, --predict_output (engine/predict_input.py)."""
   _define("string", "predict_file", None,
@@ -392,16 +348,6 @@ def define_predict_flags():
   cli.also_writes("predict_output")
 
 
-def predict_output(setup):
-  """--predict_output, or output_dir/predict.txt."""
-  return FLAGS.predict_output or os.path.join(setup.output_dir, "predict.txt")
-
-
-def predict_output_flag():
-  """The flag that chose predict_output's path, for error lines."""
-  return "predict_output" if FLAGS.predict_output else "output_dir"
-
-
 def define_epoch_flags():
   """--num_train_epochs, --num_train_steps and --warmup_proportion (the fine-tuning schedule)."""
   _define("float", "num_train_epochs", 3.0, "Total number of training epochs.")
@@ -416,18 +362,6 @@ def define_num_train_steps(default, help_text):
   _define("integer", "num_train_steps", default, help_text)
 
 
-def epoch_schedule(num_examples, global_batch_size):
-  """(num_train_steps, num_warmup_steps): --num_train_steps when given, else from
-  --num_train_epochs over `num_examples` examples.
-
-  Steps count updates of the effective batch (RunSetup.global_batch_size); at least one.
-  """
-  num_train_steps = FLAGS.num_train_steps if FLAGS["num_train_steps"].present else 0
-  if not num_train_steps:
-    num_train_steps = max(1, int(num_examples / global_batch_size * FLAGS.num_train_epochs))
-  return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
-
-
 def define_tpu_flags_removed():
   """Stock TPU flags, accepted for drop-in compatibility of users' scripts and ignored."""
   _define("bool", "use_tpu", False, "Ignored: TPUs are not supported (multi-GPU towers are).")
@@ -437,194 +371,6 @@ def define_tpu_flags_removed():
   _define("string", "master", None, "Ignored (no TPU support).")
   _define("integer", "num_tpu_cores", 8, "Ignored (no TPU support).")
   _define("integer", "iterations_per_loop", 1000, "Ignored (no TPU support).")
-
-
-def load_config_and_tokenizer(setup, need_tokenizer=True, special_tokens=("[CLS]", "[SEP]"),
-                              max_seq_length=None):
-  """Reads --bert_config_file and the vocabulary, checking that they fit together.
-
-  Everything is checked here, before any data is read: the config's types and values, the flag
-  values, the vocabulary's size and special tokens, and that --init_checkpoint and the latest
-  checkpoint of --output_dir have the config's shapes.
-
-  Args:
-    setup: the run_setup.RunSetup (its output_dir and init_checkpoint are checked).
-    need_tokenizer: load the vocabulary (False: the config alone).
-    special_tokens: tokens the run's inputs are built with; the vocabulary must have them.
-    max_seq_length: the run's sequence length (default --max_seq_length; pretraining passes
-      what its records hold).
-
-  Returns:
-    (bert_config, tokenizer or None, tokenizer_digest): the digest names the vocabulary's bytes
-    and casing, for cache keys.
-
-  Raises:
-    InputError: a missing file, max_seq_length above max_position_embeddings, a vocabulary whose
-      size differs from the config's vocab_size or that lacks a special token, casing that
-      contradicts the checkpoint name, or a checkpoint of another shape.
-  """
-  # Imported here so that importing this module stays free of TensorFlow and the model layer.
-  import modeling  # pylint: disable=g-import-not-at-top
-
-  if not FLAGS.bert_config_file:
-    raise InputError("--bert_config_file is required" + _no_training_run(setup))
-  bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
-  max_seq_length = max_seq_length or FLAGS.max_seq_length
-  if max_seq_length > bert_config.max_position_embeddings:
-    raise InputError(
-        "--max_seq_length=%d exceeds max_position_embeddings=%d in %s (BERT has no position "
-        "embedding beyond it)" % (max_seq_length, bert_config.max_position_embeddings,
-                              FLAGS.bert_config_file))
-  if max_seq_length < 3:
-    raise InputError("--max_seq_length=%d: expected at least 3" % max_seq_length)
-  _check_checkpoints_fit(setup, bert_config)
-  if not need_tokenizer:
-    return bert_config, None, None
-  return (bert_config,) + _load_tokenizer(setup, bert_config, special_tokens)
-
-
-def _load_tokenizer(setup, bert_config, special_tokens):
-  """(tokenizer, digest) of --vocab_file or --spm_model_file, checked against the config, the
-  casing of the checkpoint's name and `special_tokens` (see load_config_and_tokenizer)."""
-  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
-  import tokenization  # pylint: disable=g-import-not-at-top
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, setup.init_checkpoint)
-  if FLAGS.spm_model_file:
-    cli.require_file(FLAGS.spm_model_file, "spm_model_file")
-    vocab_path = FLAGS.spm_model_file
-  else:
-    if not FLAGS.vocab_file:
-      raise InputError("--vocab_file is required" + _no_training_run(setup))
-    vocab_path = cli.require_file(FLAGS.vocab_file, "vocab_file")
-  tokenizer = tokenization.FullTokenizer(
-      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-      spm_model_file=FLAGS.spm_model_file)
-  tokenization.require_vocab_size(vocab_path, tokenizer.vocab, bert_config.vocab_size,
-                                  FLAGS.bert_config_file)
-  tokenization.require_tokens(
-      tokenizer.vocab, special_tokens, "--%s=%s" % (
-          "spm_model_file" if FLAGS.spm_model_file else "vocab_file", vocab_path),
-      "every input is built with %s; is this the model's vocabulary?" %
-      ", ".join(special_tokens))
-  digest = input_pipeline.cache_key(input_pipeline.file_digest(vocab_path), FLAGS.do_lower_case,
-                                    bool(FLAGS.spm_model_file))
-  return tokenizer, digest
-
-
-def _no_training_run(setup):
-  """The end of the message of a flag that a run which does not train could not take from
-  --output_dir's training run: there is none, and what the folder holds instead ("" for a
-  training run, or when there is one)."""
-  from engine import checkpoints  # pylint: disable=g-import-not-at-top
-  from engine import run_info  # pylint: disable=g-import-not-at-top
-  if setup.trains or run_info.read(setup.output_dir):
-    return ""
-  return (": --output_dir=%s holds no training run to take it from (no %s); the folder %s" %
-          (setup.output_dir, run_info.FILE_NAME, checkpoints.describe_folder(setup.output_dir)))
-
-
-def _check_checkpoints_fit(setup, bert_config):
-  """--init_checkpoint and the latest checkpoint of --output_dir must have the config's shapes."""
-  from engine import checkpoints  # pylint: disable=g-import-not-at-top
-  checkpoints.check_init_checkpoint(setup.init_checkpoint)
-  if setup.init_checkpoint:
-    checkpoints.check_checkpoint_fits(setup.init_checkpoint, bert_config,
-                                   "--init_checkpoint=%s" % setup.init_checkpoint)
-  latest = checkpoints.latest_checkpoint(setup.output_dir)
-  if latest:
-    checkpoints.check_checkpoint_fits(latest, bert_config,
-                                   "--output_dir's latest checkpoint %s" % latest)
-
-
-# The flags that say how a model reads its input; a training run records them in run_info.json
-# and a later run in its output_dir that does not train adopts them (run_setup.from_flags).
-MODEL_INPUT_FLAGS = ("bert_config_file", "vocab_file", "spm_model_file", "do_lower_case",
-                     "max_seq_length")
-_PATH_FLAGS = ("bert_config_file", "vocab_file", "spm_model_file")
-
-
-def run_identity(bert_config, vocab_digest, input_flags=(), effective=None, **extra):
-  """What run_info.json records of this run: the script, config and vocabulary, the model
-  input flags (MODEL_INPUT_FLAGS and the script's `input_flags`, e.g. --truncation), the
-  MODEL and UPDATE flags (training_flags, with `effective` values), plus `extra`."""
-  from engine import run_info  # pylint: disable=g-import-not-at-top
-  info = {
-      "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None,
-      "bert_config": bert_config.to_dict(),
-      "vocab": None,
-  }
-  if vocab_digest:
-    info["vocab"] = {"digest": vocab_digest, "do_lower_case": FLAGS.do_lower_case}
-    info["vocab_file"] = os.path.abspath(FLAGS.spm_model_file or FLAGS.vocab_file)
-  info[run_info.FLAGS_KEY] = {
-      name: os.path.abspath(FLAGS[name].value) if name in _PATH_FLAGS and FLAGS[name].value
-      else FLAGS[name].value
-      for name in MODEL_INPUT_FLAGS + tuple(input_flags) if name in FLAGS}
-  info[run_info.TRAINING_FLAGS] = training_flags(effective)
-  info[_GIVEN] = sorted(name for name in info[run_info.TRAINING_FLAGS]
-                        if FLAGS[name].present or name in (effective or {}))
-  info.update(extra)
-  return info
-
-
-# run_identity's note of the training flags this run was given (or took from its data), which
-# check_run_info compares in a run that does not train; not recorded.
-_GIVEN = "_given_flags"
-
-
-def check_run_info(setup, info, will_train):
-  """Checks this run against --output_dir's run_info.json; training runs then record theirs.
-
-  Called once the run's inputs are checked and before any expensive work: a run that does not
-  match the model in --output_dir stops here, before it writes anything.
-  """
-  from engine import run_info  # pylint: disable=g-import-not-at-top
-  from engine import checkpoints  # pylint: disable=g-import-not-at-top
-  info = dict(info)
-  given = info.pop(_GIVEN, ())
-  if will_train:  # A resumed run whose steps count other examples would train too few of them.
-    info = dict(info, global_batch_size=setup.global_batch_size)
-  has_model = checkpoints.has_checkpoint(setup.output_dir)
-  run_info.check(setup.output_dir, info, has_model)
-  recorded = (run_info.read(setup.output_dir) or {}).get(run_info.TRAINING_FLAGS)
-  if has_model and recorded:
-    _check_training_flags(setup.output_dir, recorded, info[run_info.TRAINING_FLAGS],
-                          will_train, given)
-  if will_train:
-    run_info.write(setup.output_dir, info)
-
-
-def _check_training_flags(output_dir, recorded, now, will_train, given):
-  """A run in an output_dir that holds a model, against the MODEL and UPDATE flags its training
-  run recorded: a resumed run with another MODEL flag is refused (its checkpoints would mix two
-  models or losses: InputError), with another UPDATE flag logged; a run that does not train is
-  told (a warning) which of the MODEL flags it was given differ."""
-  differ = [name for name in sorted(now) if name in recorded and recorded[name] != now[name]]
-  model = [n for n in differ if flag_effect(n) == MODEL and (will_train or n in given)]
-  update = [n for n in differ if flag_effect(n) == UPDATE and will_train]
-  if will_train and model:
-    raise InputError(
-        "--output_dir=%s holds a model trained with %s (run_info.json); this run would resume "
-        "it with %s, which changes the model or its loss. Rerun with the original flags, or "
-        "use a new --output_dir (with --init_checkpoint=%s/model.ckpt-<step> to start from "
-        "its weights)" % (
-            output_dir, _flag_list(model, recorded), _flag_list(model, now), output_dir))
-  for name in update:
-    logging.warning("Resuming with --%s=%s; the checkpoints so far were trained with --%s=%s "
-                    "(run_info.json)", name, _flag_text(now[name]), name,
-                    _flag_text(recorded[name]))
-  for name in model if not will_train else ():
-    logging.warning("--%s=%s, but the model of %s was trained with --%s=%s (run_info.json)",
-                    name, _flag_text(now[name]), output_dir, name, _flag_text(recorded[name]))
-
-
-def _flag_text(value):
-  """A flag value as it is written on the command line (booleans in lower case)."""
-  return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _flag_list(names, values):
-  return ", ".join("--%s=%s" % (name, _flag_text(values[name])) for name in names)
 
 
 # Flags whose value must lie in a range: name -> (lowest, highest, whether lowest is allowed).
@@ -668,55 +414,5 @@ def check_shared_flags():
 
 def _check_predict_output(path):
   """--predict_output must name a file that can be written (checked before any inference)."""
-  from engine import predict_input  # pylint: disable=g-import-not-at-top
   if path != predict_input.STDIN:
     cli.require_output_file(path, "predict_output")
-
-
-def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None, effective=None,
-               head_first_steps=0, init_companions=()):
-  """A training.TrainSpec from the run setup and the shared flags (max_seq_length: see
-  load_config_and_tokenizer; effective: see training_flags; head_first_steps and
-  init_companions: see training.TrainSpec).
-
-  Its model_digest names the config, sequence length, casing and the run's identity as
-  check_run_info wrote it to setup.output_dir (every process writes its own: vocabulary, task,
-  labels, input layout, objective); agreed_flags are the MODEL and UPDATE flags. The processes
-  of a run must agree on both (training.train).
-  """
-  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
-  from engine import run_info  # pylint: disable=g-import-not-at-top
-  from engine import training  # pylint: disable=g-import-not-at-top
-  return training.TrainSpec(
-      output_dir=setup.output_dir,
-      parallel=setup.parallel,
-      batch_size_per_tower=FLAGS.train_batch_size,
-      num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps,
-      learning_rate=FLAGS.learning_rate,
-      init_checkpoint=setup.init_checkpoint,
-      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-      log_every_n_steps=FLAGS.log_every_n_steps,
-      keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-      seed=FLAGS.random_seed,
-      precision=setup.precision,
-      use_xla=FLAGS.use_xla,
-      optimizer=FLAGS.optimizer,
-      layerwise_lr_decay=FLAGS.layerwise_lr_decay,
-      head_first_steps=head_first_steps,
-      init_companions=tuple(init_companions),
-      model_digest=input_pipeline.cache_key(
-          input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
-          max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case,
-          run_info.identity(run_info.read(setup.output_dir) or {})),
-      agreed_flags=tuple(training_flags(effective).items()))
-
-
-def write_results(path, results, beside=()):
-  """Writes `key = value` lines (sorted by key), the stock eval_results.txt format, and the
-  (path, lines) files of `beside` that go with them (predict_input.write_line_files)."""
-  logging.info("***** Results (%s) *****", path)
-  for key in sorted(results):
-    logging.info("  %s = %s", key, results[key])
-  predict_input.write_line_files(
-      [(path, ["%s = %s" % (key, results[key]) for key in sorted(results)])] + list(beside))

@@ -40,7 +40,7 @@ _KEY_NAMES = {
 # (eval, predict, --predict_file, export) takes when it is not given them: a dict flag -> value.
 FLAGS_KEY = "flags"
 # The MODEL and UPDATE flags of the training run (common_flags.training_flags): a dict flag ->
-# value, compared by common_flags.check_run_info (a resume may not change a MODEL flag).
+# value, compared by run_helpers.check_run_info (a resume may not change a MODEL flag).
 TRAINING_FLAGS = "training_flags"
 # Recorded for the reader, not compared here: the same vocabulary may move to another path; the
 # recorded flags are defaults of later runs, which may change them.

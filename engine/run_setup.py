@@ -49,11 +49,14 @@ import time
 
 from absl import flags
 from absl import logging
+import tensorflow.compat.v1 as tf
 
 from core import atomic_files
 from core.errors import InputError
+from engine import checkpoints
 from engine import cli
 from engine import common_flags
+from engine import run_info
 from parallel import cluster
 import tower_utils
 
@@ -172,7 +175,6 @@ def _init_checkpoint(output_dir):
   when it cannot be used but output_dir holds a checkpoint, which the run continues from: the
   init checkpoint is not needed then (logged). Under --head_first_steps it still is: which
   parts it lacks decides what stays frozen and when the schedule restarts."""
-  from engine import checkpoints  # pylint: disable=g-import-not-at-top
   try:
     checkpoints.check_init_checkpoint(FLAGS.init_checkpoint)
     return FLAGS.init_checkpoint
@@ -192,8 +194,6 @@ def _adopt_recorded_flags(output_dir):
   """Sets the defaults of the model input flags this run was not given to the values recorded
   by output_dir's training run (run_info.json; see the module docstring). A recorded file that
   no longer exists is not adopted (its flag is then required as usual)."""
-  from engine import checkpoints  # pylint: disable=g-import-not-at-top
-  from engine import run_info  # pylint: disable=g-import-not-at-top
   info = run_info.read(output_dir) or {}
   script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None
   if info.get("script") not in (None, script) and checkpoints.has_checkpoint(output_dir):
@@ -249,7 +249,6 @@ def _require_output_dir(trains):
   A bad flag value, an output path that is a file, a read-only filesystem or a parent without
   write permission is a one-line error. Temporary files left by a killed run are removed.
   """
-  import tensorflow.compat.v1 as tf  # pylint: disable=g-import-not-at-top
   path = FLAGS.output_dir
   if not _writes_in_output_dir(trains):
     if os.path.exists(path) and not os.path.isdir(path):

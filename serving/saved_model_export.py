@@ -1,13 +1,15 @@
 """--do_export: a run's checkpoint as a SavedModel for serving, <output_dir>/saved_model/.
 
-The checkpoint is the one eval and predict use (common_flags.eval_checkpoint): the best one kept
+The checkpoint is the one eval and predict use (run_helpers.eval_checkpoint): the best one kept
 by --keep_best with --use_best_checkpoint, else the latest in --output_dir.
 
-The run scripts call `export_classifier` / `export_rewriter` at the end of main. They collect
-what serving needs to process raw text exactly as the run did (vocabulary, casing,
-max_seq_length, truncation, labels; the decoding flags of the rewriter) into a spec, and
-build_saved_model.py writes the SavedModel from it in a process of its own (TF2, eager; the
-run scripts are in graph mode), on CPU, and killed with the run (core/children.py).
+The run scripts call `export_classifier` / `export_rewriter` at the end of main, passing what
+serving needs to process raw text exactly as the run did (the checkpoint, vocabulary, casing,
+max_seq_length: run_helpers.model_files; truncation, labels; the decoding flags of the
+rewriter) as arguments: this module reads no flag, and defines only its own (`define_flags`).
+The export collects them into a spec, and build_saved_model.py writes the SavedModel from it in
+a process of its own (TF2, eager; the run scripts are in graph mode), on CPU, and killed with
+the run (core/children.py).
 
 The SavedModel is built in a temporary directory beside the final one and renamed into place
 only once it is complete, so a failed export never damages an existing good one.
@@ -69,62 +71,70 @@ def define_flags(precisions=("fp32",), tflite=False):
   common_flags.declare_flag_effects(common_flags.OTHER, "do_export")
 
 
-def _common_spec(setup, task):
-  """The spec fields of both tasks: checkpoint, model files and tokenization."""
-  if FLAGS.spm_model_file:
+def _common_spec(model, task, precision="fp32"):
+  """The spec fields of both tasks: checkpoint, model files and tokenization (`model`: see
+  export_classifier)."""
+  if model.spm_model_file:
     raise InputError("--do_export supports WordPiece vocabularies (--vocab_file) only; "
                      "models tokenized with --spm_model_file cannot be exported")
   return {
       "task": task,
-      "checkpoint": os.path.abspath(common_flags.eval_checkpoint(setup)),
-      "bert_config_file": os.path.abspath(FLAGS.bert_config_file),
-      "vocab_file": os.path.abspath(FLAGS.vocab_file),
-      "do_lower_case": FLAGS.do_lower_case,
-      "max_seq_length": FLAGS.max_seq_length,
-      "precision": FLAGS["export_precision"].value if "export_precision" in FLAGS else "fp32",
+      "checkpoint": os.path.abspath(model.checkpoint),
+      "bert_config_file": os.path.abspath(model.bert_config_file),
+      "vocab_file": os.path.abspath(model.vocab_file),
+      "do_lower_case": model.do_lower_case,
+      "max_seq_length": model.max_seq_length,
+      "precision": precision,
   }
 
 
-def export_classifier(setup, label_list, text_pairs):
+def export_classifier(output_dir, model, label_list, text_pairs, truncation, long_text,
+                      doc_stride, window_pooling, precision="fp32", tflite=False):
   """Exports run_classifier_mgpu.py's model; returns the SavedModel directory.
 
   Args:
-    setup: the run's run_setup.RunSetup (its output_dir and checkpoints).
+    output_dir: the run's output directory; the SavedModel goes to output_dir/saved_model.
+    model: the model and how it reads text (run_helpers.ModelFiles: checkpoint,
+      bert_config_file, vocab_file, spm_model_file, do_lower_case, max_seq_length).
     label_list: the task's labels (labels.txt order).
     text_pairs: whether the model reads text pairs: serving_default then takes text_a and
       text_b, else text_a alone.
+    truncation, long_text, doc_stride, window_pooling: how the run cut and pooled long texts
+      (--truncation, --long_text, --doc_stride, --window_pooling).
+    precision: --export_precision.
+    tflite: --export_tflite: also write assets/model.tflite.
   """
-  spec = _common_spec(setup, "classifier")
-  spec.update(labels=list(label_list), truncation=FLAGS.truncation, text_b=bool(text_pairs),
-              long_text=FLAGS.long_text, doc_stride=FLAGS.doc_stride,
-              window_pooling=FLAGS.window_pooling,
-              tflite=bool(FLAGS["export_tflite"].value) if "export_tflite" in FLAGS else False)
-  return build(setup.output_dir, spec)
+  spec = _common_spec(model, "classifier", precision)
+  spec.update(labels=list(label_list), truncation=truncation, text_b=bool(text_pairs),
+              long_text=long_text, doc_stride=doc_stride, window_pooling=window_pooling,
+              tflite=bool(tflite))
+  return build(output_dir, spec)
 
 
-def check_tflite_flags():
-  """Raises InputError when --export_tflite is set with what the TFLite model cannot do."""
-  if "export_tflite" not in FLAGS or not FLAGS.export_tflite:
+def check_tflite(tflite, do_export, precision, long_text):
+  """Raises InputError when --export_tflite is set with what the TFLite model cannot do (the
+  values of --export_tflite, --do_export, --export_precision and --long_text)."""
+  if not tflite:
     return
-  if not FLAGS.do_export:
+  if not do_export:
     raise InputError("--export_tflite: needs --do_export (the TFLite model is written into "
                      "the SavedModel's assets)")
-  if "export_precision" in FLAGS and FLAGS.export_precision != "fp32":
-    raise InputError("--export_tflite: needs --export_precision=fp32 (got %s)" %
-                     FLAGS.export_precision)
-  if FLAGS.long_text != "truncate":
+  if precision != "fp32":
+    raise InputError("--export_tflite: needs --export_precision=fp32 (got %s)" % precision)
+  if long_text != "truncate":
     raise InputError("--export_tflite: needs --long_text=truncate (got %s: the TFLite "
-                     "model scores one window per text)" % FLAGS.long_text)
+                     "model scores one window per text)" % long_text)
 
 
-def export_rewriter(setup):
-  """Exports run_rewrite_finetune.py's model and decoding flags; returns the directory."""
-  spec = _common_spec(setup, "rewriter")
-  spec.update(max_target_length=FLAGS.max_target_length,
-              min_target_length=FLAGS.min_target_length, beam_size=FLAGS.beam_size,
-              length_penalty=FLAGS.length_penalty,
-              no_repeat_ngram_size=FLAGS.no_repeat_ngram_size)
-  return build(setup.output_dir, spec)
+def export_rewriter(output_dir, model, max_target_length, min_target_length, beam_size,
+                    length_penalty, no_repeat_ngram_size):
+  """Exports run_rewrite_finetune.py's model (`model`: see export_classifier) with its decoding
+  settings (the flags of the same names); returns the directory."""
+  spec = _common_spec(model, "rewriter")
+  spec.update(max_target_length=max_target_length, min_target_length=min_target_length,
+              beam_size=beam_size, length_penalty=length_penalty,
+              no_repeat_ngram_size=no_repeat_ngram_size)
+  return build(output_dir, spec)
 
 
 def build(output_dir, spec):

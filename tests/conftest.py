@@ -37,6 +37,7 @@ def _absl_info_logging():
 FAST_TESTS = {
     "test_layout.py": "*",
     "test_docs_links.py": "*",
+    "test_feature_modules.py": "*",
     "test_writes_whole.py": "*",
     "test_fast_tier.py": "*",
     "test_tokenization.py": "*",

@@ -710,7 +710,7 @@ def test_transformers_electra_gives_our_logits(electra_run):
 
 def _recorded_run(run_dir, config_file, vocab_file, do_lower_case=False):
   """A run directory whose run_info.json records config_file and vocab_file as a run script
-  does (common_flags.run_identity)."""
+  does (run_helpers.run_identity)."""
   from engine import input_pipeline  # pylint: disable=g-import-not-at-top
   from engine import run_info  # pylint: disable=g-import-not-at-top
   os.makedirs(run_dir)

@@ -17,6 +17,7 @@ from engine import checkpoints
 from engine import common_flags
 from engine import periodic_eval
 from engine import predict_input
+from engine import run_helpers
 from engine import training
 from script_runner import CHINESE_VOCAB, run_script, \
     write_tiny_bert_config
@@ -227,11 +228,11 @@ def test_num_train_steps_replaces_the_epochs_when_given():
   FLAGS.unparse_flags()
   try:
     FLAGS(["run_classifier_mgpu.py", "--num_train_steps=7", "--warmup_proportion=0.5"])
-    assert common_flags.epoch_schedule(1000, global_batch_size=10) == (7, 3)
+    assert run_helpers.epoch_schedule(1000, global_batch_size=10) == (7, 3)
     FLAGS.unparse_flags()
     FLAGS(["run_classifier_mgpu.py", "--num_train_epochs=2"])
-    assert common_flags.epoch_schedule(100, global_batch_size=10) == (20, 2)
-    assert common_flags.epoch_schedule(100, global_batch_size=40) == (5, 0)
+    assert run_helpers.epoch_schedule(100, global_batch_size=10) == (20, 2)
+    assert run_helpers.epoch_schedule(100, global_batch_size=40) == (5, 0)
   finally:
     FLAGS.unparse_flags()
 

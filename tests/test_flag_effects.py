@@ -27,7 +27,7 @@ import json, os, sys, tempfile
 sys.argv = [os.path.join(%(root)r, %(script)r)]
 import %(module)s
 from absl import flags
-from engine import common_flags, run_setup, training
+from engine import common_flags, run_helpers, run_setup, training
 import tower_utils
 
 FLAGS = flags.FLAGS
@@ -37,7 +37,7 @@ project = {name for module, module_flags in FLAGS.flags_by_module_dict().items()
            (f.name for f in module_flags)}
 setup = run_setup.RunSetup(parallel=tower_utils.parallel_spec(1), output_dir=tempfile.mkdtemp(),
                            init_checkpoint=None, precision="fp32", train_batch_size=4)
-spec = common_flags.train_spec(setup, 10, 1)
+spec = run_helpers.train_spec(setup, 10, 1)
 print(json.dumps({"effects": {name: common_flags.flag_effect(name) for name in project},
                   "compared": list(training._must_agree(spec))}))
 """

@@ -10,6 +10,7 @@ import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
 from engine import common_flags
+from engine import run_helpers
 from engine import training
 import modeling
 import optimization
@@ -329,7 +330,7 @@ def test_speed_flags_reach_the_train_spec_and_the_global_batch(tmp_path):
     setup = run_setup.from_flags()
     assert setup.global_batch_size == 64 and setup.is_chief
     assert (setup.output_dir, setup.precision) == (str(tmp_path), "bf16")
-    spec = common_flags.train_spec(setup, 100, 10)
+    spec = run_helpers.train_spec(setup, 100, 10)
     assert (spec.precision, spec.use_xla, spec.parallel.reduction, spec.parallel.accum_steps,
             spec.optimizer, spec.parallel.pack_mb) == ("bf16", True, "allreduce", 4, "lamb", 8.0)
     assert spec.parallel.n_towers == 2 and spec.parallel.cluster.num_processes == 1
