@@ -399,28 +399,3 @@ def mask_batch(input_ids, word_starts, seed, config):
     return (input_ids.astype(np.int32), np.zeros([0, size], np.int32),
             np.zeros([0, size], np.int32), np.zeros([0, size], np.float32))
   return tuple(np.stack(column) for column in zip(*rows))
-
-
-def mask_tokens(tokens, word_starts, rng, config, vocab, inv_vocab):
-  """String-level masking, like stock create_masked_lm_predictions.
-
-  Args:
-    tokens: list of L token strings, e.g. ["[CLS]", "un", "##able", "[SEP]"].
-    word_starts: list of L ints (1 = starts a word), or None to derive it from "##" pieces.
-    rng: numpy.random.Generator.
-    config: MaskingConfig.
-    vocab: dict token -> id; inv_vocab: dict id -> token.
-
-  Returns:
-    (output_tokens [L], masked_lm_positions [K], masked_lm_labels [K]) as lists.
-  """
-  if word_starts is None:
-    word_starts = [0 if t.startswith("##") else 1 for t in tokens]
-  unk = vocab.get("[UNK]", 0)
-  ids = [vocab.get(t, unk) for t in tokens]
-  masked, positions, _ = mask_sequence(ids, word_starts, rng, config)
-  output = list(tokens)
-  for p in positions.tolist():
-    output[p] = inv_vocab[int(masked[p])] if masked[p] != ids[p] else tokens[p]
-  positions = positions.tolist()
-  return output, positions, [tokens[p] for p in positions]

@@ -136,13 +136,15 @@ def test_words_are_never_split(chinese_vocab, strategy):
 def test_english_wordpieces_masked_together(english_tokenizer, strategy):
   tokens = ["[CLS]"] + english_tokenizer.tokenize(_ENGLISH_TEXT) + ["[SEP]"]
   assert sum(t.startswith("##") for t in tokens) >= 10  # The text really has ## pieces.
+  ids = english_tokenizer.convert_tokens_to_ids(tokens)
+  word_starts = [0 if t.startswith("##") else 1 for t in tokens]  # As pretraining/corpus.py.
   config = _config(english_tokenizer.vocab, strategy=strategy)
   rng = np.random.default_rng(4)
   seen_multi_piece = 0
   for _ in range(300):
-    output, positions, labels = masking.mask_tokens(
-        tokens, None, rng, config, english_tokenizer.vocab, english_tokenizer.inv_vocab)
-    assert labels == [tokens[p] for p in positions]
+    masked, positions, labels = masking.mask_sequence(ids, word_starts, rng, config)
+    positions = positions.tolist()
+    assert labels.tolist() == [ids[p] for p in positions]
     chosen = set(positions)
     for p in positions:
       # The head of the word and all its ## continuations are chosen together.
@@ -154,7 +156,7 @@ def test_english_wordpieces_masked_together(english_tokenizer, strategy):
         end += 1
       assert set(range(head, end)) <= chosen, (tokens[head:end], positions)
       seen_multi_piece += end - head > 1
-    assert output[0] == "[CLS]" and output[-1] == "[SEP]"
+    assert masked[0] == ids[0] and masked[-1] == ids[-1]  # [CLS] and [SEP] are never masked.
   assert seen_multi_piece > 0
 
 
