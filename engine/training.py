@@ -343,7 +343,8 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
         result = _train_loop(sess, run.train_graph, spec, run.summary_op, checkpoints, writer,
                              run.early_stop)
         _check_consistent(sess, run.consistency, parallel, "end")
-      cluster.leave_together(sess, run.parting)
+      cluster.leave_together(sess, run.parting, parallel.cluster,
+                             parallel.collective_timeout_s)
     if writer:
       writer.close()
     if periodic_eval:

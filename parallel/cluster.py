@@ -328,6 +328,7 @@ def serve_chief_graph(cluster, config, timeout_s, poll_s=2.0):
     released = _release_queue(cluster, cluster.rank).dequeue()
     with tf.Session(target, config=session_config(cluster, config)) as sess:
       started, seen = time.time(), False
+      answered = started
       while True:
         try:
           sess.run(released, options=tf.RunOptions(timeout_in_ms=int(poll_s * 1000)))
@@ -341,10 +342,13 @@ def serve_chief_graph(cluster, config, timeout_s, poll_s=2.0):
             raise InputError("the chief: %s (waited %d s); start it with the same "
                              "--worker_hosts, or raise --collective_timeout_s" %
                              (_why_not_serving(cluster, 0), timeout_s))
-        elif not _reachable(chief_address, seconds=poll_s):
-          raise InputError("the chief %s dropped out before releasing %s; relaunch every "
-                           "process to resume from its latest checkpoint" %
-                           (cluster.describe(0), cluster.describe()))
+        elif _serves_as(cluster, 0, seconds=poll_s):
+          answered = time.time()
+        elif not _reachable(chief_address, seconds=poll_s) or time.time() - answered > timeout_s:
+          raise InputError("the chief dropped out before releasing %s: %s (waited %d s); "
+                           "relaunch every process to resume from its latest checkpoint" %
+                           (cluster.describe(), _why_not_serving(cluster, 0, joined=True),
+                            time.time() - answered))
 
 
 def release_tasks(cluster, config, timeout_s=10.0):
@@ -424,8 +428,10 @@ def _serves_as(cluster, rank, seconds):
   return bool(devices) and all(d.startswith(prefix) for d in devices)
 
 
-def _why_not_serving(cluster, rank):
-  """What is at task `rank`'s address instead of its server, for an error line."""
+def _why_not_serving(cluster, rank, joined=False):
+  """What is at task `rank`'s address instead of its server, for an error line; `joined`: the
+  task's server answered there before (so a listener that does not answer is that server,
+  stopped or stuck)."""
   address = cluster.tasks[rank].address
   error = _connect_error(address, seconds=2.0)
   if isinstance(error, ConnectionRefusedError):
@@ -441,6 +447,9 @@ def _why_not_serving(cluster, rank):
   if error:
     return "%s not reachable: %s" % (cluster.describe(rank), error.strerror or error)
   devices = server_devices(address, seconds=3.0)
+  if not devices and joined:
+    return ("%s: its server accepts connections at %s but does not answer (the process is "
+            "stopped or stuck, or its host is overloaded)" % (cluster.describe(rank), address))
   if not devices:
     return ("%s: something that is not a TensorFlow server listens at %s" %
             (cluster.describe(rank), address))
@@ -531,11 +540,12 @@ def handshake(cluster, config, must_agree, from_chief, timeout_s, cards=()):
     started, sess = time.time(), None
     try:
       sess = tf.Session(target, config=session_config(cluster, config))
-      by_rank = {int(row[0]): row[1:] for row in sess.run(gathered)}
+      with chief_watch(cluster, timeout_s):
+        by_rank = {int(row[0]): row[1:] for row in sess.run(gathered)}
       disagreement = (_first_disagreement(cluster, must_agree, by_rank) or
                       _shared_card(cluster, cards, by_rank))
       if disagreement:
-        leave_together(sess, parted)
+        leave_together(sess, parted, cluster, timeout_s, disagreement)
         raise InputError(disagreement)
     except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError) as e:
       raise InputError(_why_not_joined(cluster, time.time() - started, e))
@@ -615,7 +625,7 @@ def _shared_card(cluster, cards, by_rank):
   return None
 
 
-def leave_together(sess, barrier):
+def leave_together(sess, barrier, cluster, timeout_s, error=None):
   """Runs `barrier`, a collective of every process, before this process may end; ignores its
   failure.
 
@@ -626,12 +636,19 @@ def leave_together(sess, barrier):
   it, so the first to leave after it leaves no one behind; whatever then fails the barrier
   itself (a process that left) is harmless.
 
+  The barrier is a collective this process runs for the first time: a process other than the
+  chief whose chief has gone would wait for it without end (chief_watch bounds that).
+
   Args:
     sess: a Session of this process.
     barrier: an op or tensor of a collective over all processes (run once, result unused).
+    cluster: Cluster of this process.
+    timeout_s: how long a process other than the chief waits for a silent chief.
+    error: the line to end with then, when this process already knows what failed.
   """
   try:
-    sess.run(barrier)
+    with chief_watch(cluster, timeout_s, error):
+      sess.run(barrier)
   except tf.errors.OpError:
     pass
 
@@ -669,6 +686,67 @@ def _connect_error(address, seconds):
     return e
 
 
+class _ChiefWatch(object):
+  """Ends this process (one `error:` line, exit 2) when the chief's server stops answering for
+  `timeout_s` while this non-chief process waits inside TensorFlow.
+
+  A non-chief's Session asks the chief for the step numbers of each collective it runs for the
+  first time (a new set of fetches: the first update, the early-stopping vote, the barrier
+  before the exit) and retries without end when the chief has gone or stopped, whatever the
+  collective's timeout or the RunOptions' deadline: no exception ever reaches Python. So a
+  thread asks the chief's server for its devices every second, and a chief silent for
+  `timeout_s` ends the process from that thread. A peer fault that TensorFlow reports itself
+  comes first (its collective timeout starts no later); the watch stops before that error's
+  line is printed, so one line is printed either way.
+  """
+
+  def __init__(self, cluster, timeout_s, error):
+    self._cluster, self._timeout_s, self._error = cluster, timeout_s, error
+    self._lock, self._stopped = threading.Lock(), threading.Event()
+
+  def __enter__(self):
+    threading.Thread(target=self._watch, daemon=True).start()
+    return self
+
+  def __exit__(self, *unused):
+    with self._lock:
+      self._stopped.set()
+
+  def _watch(self):
+    answered = time.time()
+    while not self._stopped.wait(1.0):
+      if _serves_as(self._cluster, 0, seconds=min(2.0, self._timeout_s)):
+        answered = time.time()
+      elif time.time() - answered >= self._timeout_s:
+        break
+    else:
+      return
+    line = "error: %s\n" % (self._error or "the chief stopped answering: %s (waited %d s); %s "
+                             "stops too. %s" % (_why_not_serving(self._cluster, 0, joined=True),
+                                                time.time() - answered,
+                                                self._cluster.describe(), _RELAUNCH))
+    with self._lock:
+      if self._stopped.is_set():
+        return
+      try:
+        os.write(2, line.encode("utf-8"))
+      except OSError:
+        pass
+      os._exit(2)  # pylint: disable=protected-access
+
+
+_RELAUNCH = "Relaunch every process to resume from the chief's latest checkpoint"
+
+
+def chief_watch(cluster, timeout_s, error=None):
+  """A context in which a non-chief process ends within `timeout_s` of its chief's silence,
+  wherever TensorFlow waits (_ChiefWatch), with `error` as its line if given (what this process
+  already knows is wrong), else one naming the chief; nothing for the chief or one process."""
+  if not cluster.tasks or cluster.is_chief:
+    return contextlib.nullcontext()
+  return _ChiefWatch(cluster, timeout_s, error)
+
+
 @contextlib.contextmanager
 def peer_faults(parallel):
   """Turns a lost or silent peer process into a one-line InputError (multi-process runs).
@@ -676,35 +754,40 @@ def peer_faults(parallel):
   A process other than the chief first checks that the chief's server still answers (within
   --collective_timeout_s): its Session asks the chief for the step numbers of every collective
   it runs for the first time, without end if the chief left after the processes joined (while
-  building its graph, say), whatever the collective's timeout.
+  building its graph, say), whatever the collective's timeout. Inside, the chief's silence ends
+  it within the same timeout (chief_watch).
   """
   cluster = parallel.cluster
   if cluster.tasks and not cluster.is_chief:
     started = time.time()
     if _unanswered(cluster, [0], parallel.collective_timeout_s):
       raise InputError("the chief left after the processes joined: %s (waited %d s); %s stops "
-                       "too. Relaunch every process to resume from the chief's latest "
-                       "checkpoint" % (_why_not_serving(cluster, 0), time.time() - started,
-                                       cluster.describe()))
+                       "too. %s" % (_why_not_serving(cluster, 0, joined=True),
+                                    time.time() - started, cluster.describe(), _RELAUNCH))
   try:
-    yield
+    with chief_watch(cluster, parallel.collective_timeout_s):
+      yield
   except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
           tf.errors.CancelledError, tf.errors.InternalError) as e:
-    if not parallel.cluster.tasks:
+    if not cluster.tasks:
       raise
-    who = _peer_named_in(str(e), parallel.cluster)
     if isinstance(e, tf.errors.DeadlineExceededError):
       why = "did not answer within --collective_timeout_s=%g s" % parallel.collective_timeout_s
     else:
       why = "dropped out (%s)" % type(e).__name__
-    raise InputError("%s %s; %s stops too. Relaunch every process to resume from the chief's "
-                     "latest checkpoint" % (who, why, parallel.cluster.describe()))
+    raise InputError("%s %s; %s stops too. %s" % (_peer_named_in(str(e), cluster), why,
+                                                  cluster.describe(), _RELAUNCH))
 
 
 def _peer_named_in(message, cluster):
-  """The other process a TensorFlow error message names ('task 1 (worker:1 at h:p)')."""
+  """The other process a TensorFlow error message names ('task 1 (worker:1 at h:p)'); when it
+  names none (a collective's timeout), the first other one whose server does not answer now
+  (the chief first), else 'another process'."""
   tasks = [(t.job, t.index) for t in cluster.tasks]
   for job, index in re.findall(r"/job:(\w+)/replica:0/task:(\d+)", message):
     if (job, int(index)) in tasks and tasks.index((job, int(index))) != cluster.rank:
       return cluster.describe(tasks.index((job, int(index))))
+  for rank in range(len(cluster.tasks)):
+    if rank != cluster.rank and not _serves_as(cluster, rank, seconds=2.0):
+      return cluster.describe(rank)
   return "another process"

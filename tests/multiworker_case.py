@@ -6,6 +6,9 @@ worker process runs this file as a script (2 towers each) and saves what it saw 
   python tests/multiworker_case.py --worker_hosts=localhost:P0,localhost:P1 --task_index=i \
       --init=init.npz --out=out_dir
 
+With --chief_leaves=exit|stop, the two processes only meet once, then the chief exits or stops
+itself, and the other runs the barrier before the exit (see `chief_leaves`).
+
 The loss of each tower is a weighted sum divided by the global normaliser
 (GlobalBatch.loss_denominator), with row weights that differ between towers and processes, so
 a per-tower or per-process normalisation would give different numbers.
@@ -13,7 +16,9 @@ a per-tower or per-process normalisation would give different numbers.
 
 import argparse
 import os
+import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -139,15 +144,47 @@ def run(reduction, accum, cluster, init_values, stages=1, placement="intra_first
   return out
 
 
+def chief_leaves(cluster, how, timeout_s):
+  """The processes meet in one collective; then the chief exits ("exit") or stops itself
+  ("stop"), and the other runs the barrier processes pass before they exit
+  (cluster.leave_together): a collective it runs for the first time, for which its Session
+  asks the silent chief for step numbers without end. It must end within timeout_s with one
+  `error:` line naming the chief."""
+  config = cluster_lib.session_config(cluster, tf.ConfigProto())
+  target = cluster_lib.session_target(cluster, config)
+  if not cluster.is_chief:
+    cluster_lib.wait_for_tasks(cluster, timeout_s, ranks=[0])
+  with tf.Graph().as_default():
+    met = cluster_lib._all_gather_row(cluster, [1], timeout_s)  # pylint: disable=protected-access
+    barrier = cluster_lib._all_gather_row(cluster, [2], timeout_s)  # pylint: disable=protected-access
+    sess = tf.Session(target, config=config)
+    sess.run(met)
+    if cluster.is_chief:
+      time.sleep(1)  # The other has its part of `met`.
+      if how == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+      os._exit(0)  # pylint: disable=protected-access
+    while cluster_lib._serves_as(cluster, 0, seconds=1):  # pylint: disable=protected-access
+      time.sleep(0.2)
+    print("the chief is silent; the barrier starts", file=sys.stderr, flush=True)
+    cluster_lib.leave_together(sess, barrier, cluster, timeout_s)
+    print("passed the barrier without the chief", file=sys.stderr, flush=True)
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--worker_hosts")
   parser.add_argument("--task_index", type=int)
   parser.add_argument("--init")
   parser.add_argument("--out")
+  parser.add_argument("--chief_leaves", choices=["exit", "stop"])
+  parser.add_argument("--timeout_s", type=float, default=60)
   args = parser.parse_args()
   tf.disable_v2_behavior()
   cluster = cluster_lib.resolve(args.worker_hosts, args.task_index)
+  if args.chief_leaves:
+    chief_leaves(cluster, args.chief_leaves, args.timeout_s)
+    return
   init_values = dict(np.load(args.init))
   for reduction, accum, stages in CASES:
     out = run(reduction, accum, cluster, init_values, stages)

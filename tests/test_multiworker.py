@@ -1,7 +1,9 @@
 """Multi-process training on localhost: 2 processes x 2 towers == 1 process x 4 towers."""
 
 import os
+import re
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -134,6 +136,41 @@ def test_1f1b_in_two_processes_equals_one_process(init_values, worker_results, r
       np.testing.assert_allclose(run[name], reference[name], atol=1e-5, rtol=0, err_msg=name)
   if len(runs) == 2:
     assert runs[0]["checksums"][0] == runs[0]["checksums"][1] == runs[1]["checksums"][1]
+
+
+def test_a_worker_whose_chief_left_ends_within_its_timeout_at_a_first_collective():
+  """The chief exits, or stops (SIGSTOP), after the processes met: the other's barrier before
+  the exit, a collective it runs for the first time, waited without end for the chief's step
+  numbers, whatever the collective's timeout. It now ends within the timeout (plus the probes'
+  seconds), naming the chief and what is at its address."""
+  timeout_s = 3
+  commands, addresses = [], []
+  for how in ("exit", "stop"):
+    hosts = ["localhost:%d" % p for p in script_runner.free_ports(2)]
+    addresses.append(hosts[0])
+    commands += [[sys.executable, os.path.join(script_runner.REPO_ROOT, "tests",
+                                               "multiworker_case.py"),
+                  "--worker_hosts=" + ",".join(hosts), "--task_index=%d" % i,
+                  "--chief_leaves=" + how, "--timeout_s=%d" % timeout_s] for i in range(2)]
+  procs = script_runner.start_processes(commands)
+  started = time.time()
+  try:
+    workers = script_runner.finish_processes(procs[1::2], timeout=60)
+  finally:
+    for chief in procs[::2]:
+      if chief.poll() is None:
+        chief.kill()  # The stopped one (a SIGKILL ends a stopped process too).
+    script_runner.finish_processes(procs[::2], timeout=10)
+  assert time.time() - started < 45
+  expected = ["task 0 (worker:0 at %s) not reachable: nothing listens there" % addresses[0],
+              "task 0 (worker:0 at {0}): its server accepts connections at {0} but does not "
+              "answer (the process is stopped or stuck".format(addresses[1])]
+  for worker, fragment in zip(workers, expected):
+    assert "the barrier starts" in worker.stderr, worker.stderr[-3000:]
+    line = script_runner.assert_one_line_error(
+        worker, "error: the chief stopped answering: " + fragment,
+        "task 1 (worker:1 at ", "Relaunch every process")
+    assert int(re.search(r"\(waited (\d+) s\)", line).group(1)) <= timeout_s + 3, line
 
 
 def test_each_process_feeds_a_disjoint_share_of_every_micro_batch():
