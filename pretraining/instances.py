@@ -17,6 +17,7 @@ import signal
 
 import numpy as np
 
+from core import children
 from pretraining import corpus
 from pretraining import masking
 from pretraining import record_writer
@@ -253,13 +254,15 @@ ChunkResult = collections.namedtuple(
 _FEATURIZER = None  # The worker process's Featurizer, set by init_worker.
 
 
-def init_worker(opts):
+def init_worker(opts, run_pid):
   """Pool initializer: builds this process's Featurizer.
 
   Workers ignore SIGINT: a Ctrl-C reaches the whole process group, and the parent alone stops
-  the run (closing the pool ends the workers) and reports it in one line.
+  the run (closing the pool ends the workers) and reports it in one line. They die with the run
+  `run_pid` (children.follow), `kill -9` included, even inside a chunk.
   """
   global _FEATURIZER
+  children.follow(run_pid)
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   _FEATURIZER = corpus.Featurizer(opts)
 
@@ -359,7 +362,7 @@ def process_chunks(chunks, opts, featurizer):
       yield process_chunk(chunk)
     return
   context = multiprocessing.get_context("forkserver")
-  with context.Pool(opts.num_workers, init_worker, (opts,)) as pool:
+  with context.Pool(opts.num_workers, init_worker, (opts, os.getpid())) as pool:
     pending = collections.deque()
     for chunk in chunks:
       pending.append(pool.apply_async(process_chunk, (chunk,)))
