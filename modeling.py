@@ -26,13 +26,13 @@ import copy
 import functools
 import json
 import math
-import os
 import re
 import zlib
 
 import six
 import tensorflow.compat.v1 as tf
 
+from core import json_files
 from core.errors import InputError
 
 LAYER_NORM_EPSILON = 1e-12
@@ -264,13 +264,7 @@ class BertConfig(object):
   @classmethod
   def from_json_file(cls, json_file):
     """Constructs a `BertConfig` from a json file; errors name the file."""
-    if not os.path.isfile(json_file):
-      raise InputError("bert_config_file %s: no such file" % json_file)
-    try:
-      with open(json_file, "r", encoding="utf-8") as reader:
-        data = json.loads(reader.read())
-    except ValueError as e:  # Also UnicodeDecodeError.
-      raise InputError("bert_config_file %s: not valid JSON (%s)" % (json_file, e))
+    data = json_files.read_object(json_file, name="bert_config_file %s" % json_file)
     try:
       return cls.from_dict(data)
     except InputError as e:

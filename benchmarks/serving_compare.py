@@ -221,11 +221,9 @@ def _step_failed(what, stderr_text, work_dir):
 
 def _export_config(saved_model):
   """A SavedModel's export spec (assets/export_config.json) as a dict; None when it has none."""
-  spec_file = os.path.join(saved_model, "assets", "export_config.json")
-  if not os.path.exists(spec_file):
+  if not os.path.exists(os.path.join(saved_model, "assets", tflite_classifier.EXPORT_CONFIG)):
     return None
-  with open(spec_file, encoding="utf-8") as f:
-    return json.load(f)
+  return tflite_classifier.read_export_config(saved_model, ("checkpoint", "do_lower_case"))
 
 
 # What an export spec holds when it does not say (an export from before the field existed).

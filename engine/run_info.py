@@ -11,6 +11,7 @@ import json
 import os
 
 from core import atomic_files
+from core import json_files
 from core.errors import InputError
 
 FILE_NAME = "run_info.json"
@@ -74,19 +75,13 @@ def read(output_dir):
   path = os.path.join(output_dir, FILE_NAME)
   if not os.path.isfile(path):
     return None
-  try:
-    with open(path, "r", encoding="utf-8") as f:
-      info = json.load(f)
-  except ValueError as e:
-    raise InputError("%s: not valid JSON (%s); delete it to adopt the run as it is now" %
-                     (path, e))
-  if not isinstance(info, dict):
-    raise InputError("%s: expected a JSON object; delete it to adopt the run as it is now" %
-                     path)
-  for key, value in sorted(info.items()):
-    problem = _type_problem(key, value)
+  advice = "delete it to adopt the run as it is now"
+  info = json_files.read_object(path, _TYPES, advice=advice)
+  schedule = info.get(SCHEDULE) or {}
+  for name, expected in sorted(_SCHEDULE_TYPES.items()):
+    problem = json_files.type_problem("%s.%s" % (SCHEDULE, name), schedule.get(name), expected)
     if problem:
-      raise InputError("%s: %s; delete it to adopt the run as it is now" % (path, problem))
+      raise InputError("%s: %s; %s" % (path, problem, advice))
   return info
 
 
@@ -99,28 +94,8 @@ _TYPES = {
     "bert_config": dict, "generator_config": dict, "vocab": dict, FLAGS_KEY: dict,
     TRAINING_FLAGS: dict, SCHEDULE: dict, "head_first": dict,
 }
-_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "an object",
-               float: "a number"}
 _SCHEDULE_TYPES = {"num_train_steps": int, "num_warmup_steps": int, "head_first_steps": int,
                    "learning_rate": float}
-
-
-def _type_problem(key, value):
-  """Why run_info.json's `value` of `key` is not what its readers expect, or None."""
-  def wrong(name, value, expected):
-    if value is None or expected is None:
-      return None
-    if isinstance(value, bool) or not isinstance(
-        value, (int, float) if expected is float else expected):
-      return "%s is %s: expected %s" % (name, json.dumps(value, ensure_ascii=False)[:80],
-                                        _TYPE_NAMES[expected])
-    return None
-  problem = wrong(key, value, _TYPES.get(key))
-  if not problem and key == SCHEDULE and value:
-    problem = next((p for p in (wrong("%s.%s" % (key, name), value.get(name), expected)
-                                for name, expected in sorted(_SCHEDULE_TYPES.items())) if p),
-                   None)
-  return problem
 
 
 def check(output_dir, info, has_model, flag="output_dir", otherwise="use a new --output_dir"):

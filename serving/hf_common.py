@@ -20,6 +20,7 @@ import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
 from core import atomic_files
+from core import json_files
 from engine import checkpoints
 from engine import cli
 import modeling
@@ -62,12 +63,7 @@ def read_hf_dir(hf_model_dir, flag):
                                   "%s (model.safetensors)" % flag)
   config_path = cli.require_file(os.path.join(hf_model_dir, "config.json"),
                                  "%s (config.json)" % flag)
-  with open(config_path, encoding="utf-8") as f:
-    try:
-      hf_config = json.load(f)
-    except ValueError as e:
-      raise InputError("%s: not valid JSON (%s)" % (config_path, e))
-  return weights_path, config_path, hf_config
+  return weights_path, config_path, json_files.read_object(config_path)
 
 
 def hf_config_to_stock(hf_config, config_path):

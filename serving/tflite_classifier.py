@@ -19,7 +19,6 @@ batches (faster there) and for raw text inside a TensorFlow graph.
 """
 
 import contextlib
-import json
 import os
 import warnings
 
@@ -28,10 +27,48 @@ from engine import tf_env  # (first: TensorFlow reads it on import)
 import numpy as np
 import tensorflow as tf
 
+from core import json_files
 from core.errors import InputError
 import tokenization
 
 TFLITE_ASSET = "model.tflite"  # where build_saved_model puts it in the assets
+EXPORT_CONFIG = "export_config.json"  # the export's spec (build_saved_model.py's --spec)
+# The JSON type of each field of an export spec that its readers use (serving/
+# saved_model_export.py writes them).
+EXPORT_CONFIG_TYPES = {
+    "task": str, "checkpoint": str, "bert_config_file": str, "vocab_file": str,
+    "do_lower_case": bool, "max_seq_length": int, "precision": str, "labels": list,
+    "truncation": str, "text_b": bool, "long_text": str, "doc_stride": int,
+    "window_pooling": str, "tflite": bool, "max_target_length": int, "min_target_length": int,
+    "beam_size": int, "length_penalty": float, "no_repeat_ngram_size": int,
+}
+# What TfliteClassifier reads from it.
+_SERVED_FIELDS = ("labels", "text_b", "max_seq_length", "truncation", "do_lower_case")
+
+
+def read_export_config(saved_model_dir, required=()):
+  """The export spec of a SavedModel (assets/export_config.json) as a dict, read through
+  core/json_files with EXPORT_CONFIG_TYPES and the `required` fields.
+
+  Raises:
+    InputError: naming the file and what is wrong with it (missing, not UTF-8 or JSON, a
+      missing field, a value of another type, labels that are not strings, an unknown
+      truncation or a max_seq_length below 3).
+  """
+  path = os.path.join(saved_model_dir, "assets", EXPORT_CONFIG)
+  advice = "export the model again with --do_export"
+  spec = json_files.read_object(path, EXPORT_CONFIG_TYPES, required, advice=advice)
+  problem = None
+  if any(not isinstance(label, str) for label in spec.get("labels") or []):
+    problem = "labels must be strings, got %s" % spec["labels"]
+  elif spec.get("truncation") not in (None,) + tokenization.TRUNCATION_MODES:
+    problem = "truncation is %r: expected one of %s" % (spec["truncation"],
+                                                       ", ".join(tokenization.TRUNCATION_MODES))
+  elif spec.get("max_seq_length") is not None and spec["max_seq_length"] < 3:
+    problem = "max_seq_length is %d: expected at least 3" % spec["max_seq_length"]
+  if problem:
+    raise InputError("%s: %s; %s" % (path, problem, advice))
+  return spec
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
@@ -46,8 +83,7 @@ class TfliteClassifier(object):
     if not os.path.isfile(model_file):
       raise InputError("%s: no assets/%s (export with --do_export --export_tflite)" % (
           saved_model_dir, TFLITE_ASSET))
-    with open(os.path.join(assets, "export_config.json"), encoding="utf-8") as f:
-      spec = json.load(f)
+    spec = read_export_config(saved_model_dir, _SERVED_FIELDS)
     if spec.get("long_text", "truncate") != "truncate":
       raise InputError("%s: exported with --long_text=%s, whose texts are pooled over windows "
                        "that this class does not make; serve its SavedModel signatures" % (

@@ -1566,6 +1566,12 @@ def trained_dir_cases():
       case("from_hf_run_dir", FROM_HF, lambda w, d: [
           "--hf_model_dir=%s" % w.clf_out, "--output_dir=%s" % out(d)],
            fragments=["no Hugging Face model there", "training run of run_classifier_mgpu.py"]),
+      # config.json read through core/json_files: a list was an AttributeError (internal).
+      case("from_hf_config_not_an_object", FROM_HF, lambda w, d: [
+          "--hf_model_dir=%s" % out(d), "--output_dir=%s" % os.path.join(d, "stock")],
+           prepare=both(_fake_hf_folder, lambda w, d: _write(
+               os.path.join(out(d), "config.json"), '["bert"]')),
+           fragments=["config.json: expected a JSON object, got [\"bert\"]"]),
       case("clf_vocab_with_a_repeated_line", CLF, _clf("--do_train", vocab=_vocab_path),
            prepare=lambda w, d: _write(os.path.join(d, "vocab.txt"), "\n".join(
                VOCAB[:-1] + [VOCAB[7]]) + "\n"),

@@ -22,8 +22,8 @@ from rewrite import data as rewrite_data
 from serving import graph_features
 from serving import graph_tokenizer
 import tokenization
-from script_runner import CHINESE_VOCAB, ENGLISH_VOCAB, assert_one_line_error, run_script, \
-    write_tiny_bert_config
+from script_runner import CHINESE_VOCAB, ENGLISH_VOCAB, REPO_ROOT, assert_one_line_error, \
+    run_script, write_tiny_bert_config
 import test_quiet_scripts
 import test_rewrite_script
 
@@ -400,6 +400,54 @@ def test_tflite_classifier_refuses_a_sliding_window_export(tmp_path):
   with pytest.raises(InputError, match=r"saved_model: exported with --long_text=sliding, whose "
                                        r"texts are pooled over windows"):
     tflite_classifier.TfliteClassifier(str(tmp_path / "saved_model"), num_threads=1)
+
+
+_SERVED = dict(labels=["a", "b"], text_b=False, max_seq_length=8, truncation="head",
+               do_lower_case=True, checkpoint="model.ckpt-1")
+
+
+@pytest.mark.parametrize("content,problem", [
+    (b'{"labels": ["a", "b"], ', "not valid JSON (Expecting property name enclosed in double "
+                                 "quotes: line 1 column 24 (char 23))"),
+    (b'{"labels": ["\xff\xfe"]}', "not valid utf-8 (byte 0xff at offset 13)"),
+    (b'["a", "b"]', 'expected a JSON object, got ["a", "b"]'),
+    (json.dumps(dict(_SERVED, max_seq_length="8")).encode(),
+     'max_seq_length is "8": expected an integer'),
+    (json.dumps(dict(_SERVED, do_lower_case="yes")).encode(),
+     'do_lower_case is "yes": expected true or false'),
+    (json.dumps({k: v for k, v in _SERVED.items() if k != "truncation"}).encode(),
+     'no "truncation"'),
+    (json.dumps(dict(_SERVED, labels=[0, 1])).encode(), "labels must be strings, got [0, 1]"),
+    (json.dumps(dict(_SERVED, truncation="middle")).encode(),
+     "truncation is 'middle': expected one of head, tail, head_tail"),
+])
+def test_a_damaged_export_config_is_one_error_naming_it(tmp_path, content, problem):
+  """assets/export_config.json, read by TfliteClassifier and serving_compare, goes through
+  core/json_files as run_info.json does: bad JSON, other bytes, wrong types and missing fields
+  are an InputError naming the file (they were a JSONDecodeError, KeyError or a label per
+  character). serving_compare's main ends there too, before any conversion."""
+  from serving import tflite_classifier  # pylint: disable=g-import-not-at-top
+  from test_flags_doc import load_script, own_flags  # pylint: disable=g-import-not-at-top
+  import run_classifier_mgpu  # pylint: disable=g-import-not-at-top,unused-import
+  assets = tmp_path / "run" / "saved_model" / "assets"
+  assets.mkdir(parents=True)
+  (assets / "model.tflite").write_bytes(b"")
+  (assets / "export_config.json").write_bytes(content)
+  expected = "%s: %s; export the model again with --do_export" % (
+      assets / "export_config.json", problem)
+  with pytest.raises(InputError) as raised:
+    tflite_classifier.TfliteClassifier(str(tmp_path / "run" / "saved_model"), num_threads=1)
+  assert str(raised.value) == expected
+  if "truncation" in problem:  # serving_compare needs only checkpoint and do_lower_case.
+    return
+  script = os.path.join(REPO_ROOT, "benchmarks", "serving_compare.py")
+  with own_flags() as fv:
+    serving_compare = load_script(script)
+    fv([script, "--run_dir=%s" % (tmp_path / "run"), "--work_dir=%s" % (tmp_path / "work")])
+    with pytest.raises(InputError) as raised:
+      serving_compare.main(None)
+  assert str(raised.value) == expected
+  assert not (tmp_path / "work").exists()
 
 
 @pytest.mark.parametrize("extra,message", [
