@@ -66,7 +66,9 @@ flags.DEFINE_string("task_name", None,
 flags.DEFINE_enum("truncation", "head", list(tokenization.TRUNCATION_MODES),
                   "How to shorten texts longer than max_seq_length: head keeps the start, tail "
                   "the end, head_tail the first 128 and the last max_seq_length-130 tokens "
-                  "(so it needs --max_seq_length >= 131).")
+                  "(so it needs --max_seq_length >= 131, 133 for text pairs; a text of a pair "
+                  "is cut to its share of the length, and a share of 128 or fewer is cut as "
+                  "head: logged).")
 flags.DEFINE_enum("long_text", "truncate", list(tokenization.LONG_TEXT_MODES),
                   "Texts longer than max_seq_length: truncate (cut by --truncation) or sliding "
                   "(overlapping windows of max_seq_length every --doc_stride tokens, each a "
@@ -215,6 +217,7 @@ class Task(object):
         self.examples, lambda split: (FLAGS.predict_file or self.source("test"))
         if split == "predict" else self.source(split))
     pairs = self.input_layout == classifier_data.TEXT_PAIRS
+    check_truncation(self.input_layout)
     if pairs and self.sliding and FLAGS.do_export:
       raise InputError("--do_export with --long_text=sliding exports single-text tasks "
                        "only; these examples are text pairs: predict them with "
@@ -383,17 +386,11 @@ def export_layout(setup, sliding):
                else processor.get_dev_examples(FLAGS.data_dir)}, lambda _: FLAGS.data_dir)
 
 
-def check_truncation():
+def check_truncation(layout=classifier_data.SINGLE_TEXTS):
   """--truncation=head_tail needs a --max_seq_length that leaves tokens for the end of a text
-  after its first HEAD_TAIL_HEAD_TOKENS (InputError): below that it is --truncation=head."""
-  smallest = tokenization.HEAD_TAIL_HEAD_TOKENS + 3  # [CLS], [SEP] and one token of the end
-  if FLAGS.truncation == "head_tail" and FLAGS.max_seq_length < smallest:
-    raise InputError(
-        "--truncation=head_tail: needs --max_seq_length >= %d (got %d): it keeps the first %d "
-        "tokens of a text and fills the rest from its end, and at --max_seq_length=%d nothing "
-        "is left for the end; use --truncation=head, which is what it would do" %
-        (smallest, FLAGS.max_seq_length, tokenization.HEAD_TAIL_HEAD_TOKENS,
-         FLAGS.max_seq_length))
+  after its first HEAD_TAIL_HEAD_TOKENS (InputError): below that it is --truncation=head. Checked
+  for single texts at the start, for pairs once the data says the task has them."""
+  classifier_data.check_truncation(FLAGS.truncation, FLAGS.max_seq_length, layout)
 
 
 def check_long_text_flags():

@@ -493,6 +493,9 @@ class WordpieceTokenizer(object):
 TRUNCATION_MODES = ("head", "tail", "head_tail")
 # head_tail keeps this many tokens from the start of a long text (and the rest from its end).
 HEAD_TAIL_HEAD_TOKENS = 128
+# The smallest max_seq_length at which head_tail keeps any of a text's end: [CLS], [SEP], the
+# head and one token; a pair also has a second [SEP] and at least one token of the other text.
+HEAD_TAIL_MIN_LENGTH = {"single": HEAD_TAIL_HEAD_TOKENS + 3, "pairs": HEAD_TAIL_HEAD_TOKENS + 5}
 # SentencePiece's word-start mark.
 SPM_WORD_START = u"\u2581"
 
@@ -519,6 +522,13 @@ def truncate_tokens(tokens, budget, mode):
   head = min(HEAD_TAIL_HEAD_TOKENS, budget)
   tail = budget - head
   return tokens[:head] + (tokens[len(tokens) - tail:] if tail else []), True
+
+
+def cut_to_head_only(num_tokens, budget, mode):
+  """Whether head_tail cuts a text of num_tokens to `budget` as head does: its budget (a text
+  of a pair gets its share of max_seq_length - 3) leaves nothing after the first
+  HEAD_TAIL_HEAD_TOKENS for its end."""
+  return mode == "head_tail" and num_tokens > budget and budget <= HEAD_TAIL_HEAD_TOKENS
 
 
 LONG_TEXT_MODES = ("truncate", "sliding")
@@ -569,17 +579,19 @@ def classifier_features(tokens_a, tokens_b, max_seq_length, truncation, tokenize
     tokenizer: FullTokenizer (its convert_tokens_to_ids).
 
   Returns:
-    (input_ids, input_mask, segment_ids, tokens kept of the texts): lists of max_seq_length
-    ints, and an int.
+    (input_ids, input_mask, segment_ids, tokens kept of the texts, texts that head_tail cut as
+    head: cut_to_head_only): lists of max_seq_length ints, and two ints.
   """
   if tokens_b is None:
-    tokens_a, _ = truncate_tokens(tokens_a, max_seq_length - 2, truncation)
+    cuts = [(tokens_a, max_seq_length - 2)]
   else:
-    budget_a, budget_b = pair_budgets(len(tokens_a), len(tokens_b), max_seq_length - 3)
-    tokens_a, _ = truncate_tokens(tokens_a, budget_a, truncation)
-    tokens_b, _ = truncate_tokens(tokens_b, budget_b, truncation)
+    cuts = list(zip((tokens_a, tokens_b), pair_budgets(len(tokens_a), len(tokens_b),
+                                                       max_seq_length - 3)))
+  head_only = sum(cut_to_head_only(len(tokens), budget, truncation) for tokens, budget in cuts)
+  kept = [truncate_tokens(tokens, budget, truncation)[0] for tokens, budget in cuts]
+  tokens_a, tokens_b = kept[0], kept[1] if tokens_b is not None else None
   return pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer) + (
-      len(tokens_a) + len(tokens_b or ()),)
+      len(tokens_a) + len(tokens_b or ()), head_only)
 
 
 def pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer):

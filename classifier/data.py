@@ -45,7 +45,7 @@ class InputFeatures(object):
   """One example as fixed-length id lists."""
 
   def __init__(self, input_ids, input_mask, segment_ids, label_id, truncated=False,
-               text_tokens=0, cut_tokens=0):
+               text_tokens=0, cut_tokens=0, head_only=0):
     self.input_ids = input_ids
     self.input_mask = input_mask
     self.segment_ids = segment_ids
@@ -53,6 +53,7 @@ class InputFeatures(object):
     self.truncated = truncated
     self.text_tokens = text_tokens  # the example's tokens before truncation
     self.cut_tokens = cut_tokens  # how many of them truncation left out
+    self.head_only = head_only  # its texts that head_tail cut as head (no room for the end)
 
 
 def read_tsv(input_file, quotechar=None):
@@ -460,11 +461,11 @@ def convert_single_example(example, label_map, max_seq_length, tokenizer, trunca
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
   text_tokens = len(tokens_a) + len(tokens_b or ())
-  input_ids, input_mask, segment_ids, kept = tokenization.classifier_features(
+  input_ids, input_mask, segment_ids, kept, head_only = tokenization.classifier_features(
       tokens_a, tokens_b, max_seq_length, truncation, tokenizer)
   return InputFeatures(input_ids, input_mask, segment_ids,
                        _label_id(example, label_map, source, need_label), kept < text_tokens,
-                       text_tokens, text_tokens - kept)
+                       text_tokens, text_tokens - kept, head_only)
 
 
 def convert_example_windows(example, label_map, max_seq_length, tokenizer, truncation="head",
@@ -489,6 +490,7 @@ def convert_example_windows(example, label_map, max_seq_length, tokenizer, trunc
   tokens_b = tokenizer.tokenize(example.text_b) if example.text_b is not None else None
   label_id = _label_id(example, label_map, source, need_label)
   text_tokens, kept_a = len(tokens_a) + len(tokens_b or ()), len(tokens_a)
+  head_only = 0
   if tokens_b is None:
     budget = max_seq_length - 2
     windows = [(tokens_a[start:start + budget], None) for start in tokenization.window_starts(
@@ -499,6 +501,7 @@ def convert_example_windows(example, label_map, max_seq_length, tokenizer, trunc
   else:
     budget = max_seq_length - 3
     keep_a = min(len(tokens_a), max(budget - len(tokens_b), budget // 2))
+    head_only = int(tokenization.cut_to_head_only(len(tokens_a), keep_a, truncation))
     tokens_a, _ = tokenization.truncate_tokens(tokens_a, keep_a, truncation)
     kept_a = len(tokens_a)
     budget_b = budget - len(tokens_a)
@@ -513,6 +516,7 @@ def convert_example_windows(example, label_map, max_seq_length, tokenizer, trunc
   features[0].text_tokens = text_tokens
   features[0].cut_tokens = text_tokens - kept_a - len(tokens_b) if tokens_b is not None else 0
   features[0].truncated = bool(features[0].cut_tokens)
+  features[0].head_only = head_only
   return features
 
 
@@ -549,7 +553,8 @@ def write_features(examples, label_map, max_seq_length, tokenizer, truncation, o
   of its truncated form; each record's DOC_INDEX is its example's position in `examples`.
 
   Returns:
-    collections.Counter: truncated (examples), text_tokens (before truncation), cut_tokens.
+    collections.Counter: truncated (examples), text_tokens (before truncation), cut_tokens,
+    head_only (texts that head_tail cut as head).
   """
   counts = collections.Counter()
 
@@ -564,7 +569,7 @@ def write_features(examples, label_map, max_seq_length, tokenizer, truncation, o
                                          truncation, source, need_label)]
         for f in rows:
           counts.update(truncated=int(f.truncated), text_tokens=f.text_tokens,
-                        cut_tokens=f.cut_tokens)
+                        cut_tokens=f.cut_tokens, head_only=f.head_only)
           features = collections.OrderedDict([
               ("input_ids", _int64_feature(f.input_ids)),
               ("input_mask", _int64_feature(f.input_mask)),
@@ -584,6 +589,13 @@ def report_truncation(what, num_examples, counts, max_seq_length, truncation, lo
   warning above core.dropped_input.WARN_SHARE), with the flags that would keep them."""
   logging.info("%s: %d examples, %d truncated to max_seq_length=%d (mode %s)", what,
                num_examples, counts["truncated"], max_seq_length, truncation)
+  if counts["head_only"]:
+    logging.warning(
+        "%s: --truncation=head_tail cut %d text(s) as head does, to their first tokens only: "
+        "a text of a pair gets its share of the %d tokens (the longer text is cut first), and "
+        "a share of %d tokens or fewer leaves no room for its end; raise --max_seq_length to "
+        "keep the ends of long pairs", what, counts["head_only"], max_seq_length - 3,
+        tokenization.HEAD_TAIL_HEAD_TOKENS)
   fix = "raise --max_seq_length or use --long_text=sliding to read whole texts"
   if long_text == "sliding":
     fix = ("the first text of a pair that does not fit keeps at most half a window; raise "
@@ -608,6 +620,23 @@ def examples_digest(examples):
   for e in examples:
     h.update(repr((e.text_a, e.text_b, e.label)).encode("utf-8"))
   return h.hexdigest()
+
+
+def check_truncation(truncation, max_seq_length, layout):
+  """Raises InputError when --truncation=head_tail can keep nothing of a text's end at
+  max_seq_length: it would be --truncation=head. layout: SINGLE_TEXTS or TEXT_PAIRS (a pair
+  needs 2 tokens more: tokenization.HEAD_TAIL_MIN_LENGTH)."""
+  pairs = layout == TEXT_PAIRS
+  smallest = tokenization.HEAD_TAIL_MIN_LENGTH["pairs" if pairs else "single"]
+  if truncation == "head_tail" and max_seq_length < smallest:
+    raise InputError(
+        "--truncation=head_tail: needs --max_seq_length >= %d%s (got %d): it keeps the first "
+        "%d tokens of a text and fills the rest from its end, and at --max_seq_length=%d "
+        "nothing is left for the end%s; use --truncation=head, which is what it would do" %
+        (smallest, " for text pairs" if pairs else "", max_seq_length,
+         tokenization.HEAD_TAIL_HEAD_TOKENS, max_seq_length,
+         " of either text ([CLS], two [SEP] and a token of the other text take the rest)"
+         if pairs else ""))
 
 
 def cached_features_file(examples, split, source_file, label_list, tokenizer_digest,

@@ -897,6 +897,18 @@ def all_cases():
       case("clf_head_tail_below_its_length", CLF, _clf("--do_train", "--truncation=head_tail"),
            fragments=["--truncation=head_tail: needs --max_seq_length >= 131 (got 16)"],
            check=nothing_written),
+      # A pair needs 2 tokens more (a second [SEP], a token of the other text): at 131-132
+      # every text of a pair was cut as head while the log said head_tail.
+      case("clf_head_tail_pairs_below_their_length", CLF,
+           lambda w, d: w.clf_args(out(d), "--do_train", "--truncation=head_tail",
+                                   "--max_seq_length=132", config=_config_path(d),
+                                   data=data(d)) + ["--text_b_column=1", "--label_column=2"],
+           prepare=both(lambda w, d: _config_file(d, max_position_embeddings=132),
+                        data_dir_with("clf_data", train__tsv="".join(
+                            "%s\t%s" % (r.split("\t")[0], r)
+                            for r in clf_rows(32).splitlines(True)))),
+           fragments=["--truncation=head_tail: needs --max_seq_length >= 133 for text pairs "
+                      "(got 132)"], check=nothing_written),
       case("clf_rerun_other_labels", CLF, _clf("--do_train", data_dir="case"),
            prepare=both(copy_of("clf_out"), data_dir_with(
                "clf_data", train__tsv=clf_rows(32).replace("\tneg", "\tbad"))),

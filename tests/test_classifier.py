@@ -1,5 +1,6 @@
 """run_classifier_mgpu.py end to end, its data readers, caching, truncation and input errors."""
 
+import collections
 import contextlib
 import os
 import re
@@ -343,6 +344,39 @@ def test_truncation_modes():
   # max_seq_length=200: budget 198 = first 128 + last 70 (= max_seq_length - 130).
   kept, cut = tokenization.truncate_tokens(tokens, 198, "head_tail")
   assert cut and kept == tokens[:128] + tokens[-70:]
+
+
+def test_head_tail_on_pairs_is_checked_and_its_head_only_cuts_are_counted(caplog):
+  """A text of a pair is cut to its share of max_seq_length - 3; head_tail keeps an end only
+  from a share above 128 tokens. Below 133 no text of a pair can have one (refused, as 131 is
+  for single texts); above, the texts cut as head are counted and warned about instead of the
+  log saying head_tail alone."""
+  for layout, smallest in ((classifier_data.SINGLE_TEXTS, 131),
+                           (classifier_data.TEXT_PAIRS, 133)):
+    classifier_data.check_truncation("head_tail", smallest, layout)
+    classifier_data.check_truncation("head", 16, layout)
+    with pytest.raises(InputError, match=r"needs --max_seq_length >= %d%s \(got %d\)" % (
+        smallest, " for text pairs" if layout == classifier_data.TEXT_PAIRS else "",
+        smallest - 1)):
+      classifier_data.check_truncation("head_tail", smallest - 1, layout)
+  tokenizer = tokenization.FullTokenizer(CHINESE_VOCAB)
+  long_text = "酒店" * 200  # 400 tokens
+  example = classifier_data.InputExample("train-1", long_text, long_text, "pos")
+  # 256: shares of 127 and 126, both cut as head; 512: 255 and 254, both keep an end.
+  for max_seq_length, head_only in ((256, 2), (512, 0)):
+    features = classifier_data.convert_single_example(
+        example, {"pos": 0}, max_seq_length, tokenizer, "head_tail")
+    assert features.head_only == head_only
+  # A short first text leaves the second a share above 128 at 256.
+  short_a = classifier_data.InputExample("train-2", "酒店", long_text, "pos")
+  assert classifier_data.convert_single_example(
+      short_a, {"pos": 0}, 256, tokenizer, "head_tail").head_only == 0
+  with caplog.at_level("WARNING"):
+    classifier_data.report_truncation("train.tsv", 1, collections.Counter(
+        truncated=1, text_tokens=800, cut_tokens=547, head_only=2), 256, "head_tail",
+                                      "truncate")
+  assert ("train.tsv: --truncation=head_tail cut 2 text(s) as head does, to their first tokens "
+          "only: a text of a pair gets its share of the 253 tokens") in caplog.text
 
 
 def test_cache_is_keyed_on_vocab_and_max_seq_length(tmp_path):
