@@ -258,9 +258,7 @@ def run(**options):
       raise InputError("--%s is required" % name)
   for name in ("top_k", "min_count", "vector_size", "window", "epochs", "workers"):
     cli.require_positive(opts[name], name)
-  if opts["chinese_word_segmenter"] not in corpus.SEGMENTER_CHOICES:
-    raise InputError("--chinese_word_segmenter=%s: expected one of %s" % (
-        opts["chinese_word_segmenter"], "|".join(corpus.SEGMENTER_CHOICES)))
+  corpus.check_segmenter(opts["chinese_word_segmenter"])
   cli.require_output_file(opts["output_file"], "output_file")
   if opts["init_checkpoint"] and not opts["vocab_file"]:
     raise InputError("--init_checkpoint needs --vocab_file: the vocabulary of that checkpoint")

@@ -53,9 +53,7 @@ def run(**options):
     if not opts[name]:
       raise InputError("--%s is required" % name)
   cli.require_positive(opts["min_count"], "min_count")
-  if opts["chinese_word_segmenter"] not in corpus.SEGMENTER_CHOICES:
-    raise InputError("--chinese_word_segmenter=%s: expected one of %s" % (
-        opts["chinese_word_segmenter"], "|".join(corpus.SEGMENTER_CHOICES)))
+  corpus.check_segmenter(opts["chinese_word_segmenter"])
   cli.require_output_file(opts["output_file"], "output_file")
   input_files = cli.expand_files(opts["input_file"], "input_file")
   start = time.time()

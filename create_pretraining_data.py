@@ -190,9 +190,7 @@ def check_options(opts):
       raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count lines "
                        "of general text; build_word_freq.py makes one)")
     word_freq.check_settings(opts.domain_temperature, opts.domain_floor)
-  if opts.chinese_word_segmenter not in corpus.SEGMENTER_CHOICES:
-    raise InputError("--chinese_word_segmenter=%s: expected one of %s" %
-                     (opts.chinese_word_segmenter, "|".join(corpus.SEGMENTER_CHOICES)))
+  corpus.check_segmenter(opts.chinese_word_segmenter)
   for name in ("max_predictions_per_seq", "dupe_factor", "max_ngram", "num_workers",
                "shuffle_window", "log_every_docs"):
     if getattr(opts, name) < 1:

@@ -75,6 +75,13 @@ def has_cjk(text):
   return bool(_CJK_CHAR_RE.search(text))
 
 
+def check_segmenter(name):
+  """Raises InputError unless `name` is one of SEGMENTER_CHOICES."""
+  if name not in SEGMENTER_CHOICES:
+    raise InputError("--chinese_word_segmenter=%s: expected one of %s" %
+                     (name, "|".join(SEGMENTER_CHOICES)))
+
+
 def make_segmenter(name):
   """Returns a function text -> list of words, or None for "none"."""
   if name == "none":
