@@ -342,13 +342,8 @@ def export(task):
 
 def main(_):
   """Check, data, train, evaluate, predict, export; each process does its part."""
-  logging.set_verbosity(logging.INFO)
-  check_modes()
-  setup = run_setup.from_flags(trains=FLAGS.do_train)
-  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
-    setup.serve_chief_graph()
-    return
-  if setup.has_no_part():
+  setup = run_setup.start(check_modes, trains=FLAGS.do_train)
+  if setup is None:  # It served the chief's graph, or has no part in this run.
     return
   task = read_data(setup)
   if FLAGS.do_train:

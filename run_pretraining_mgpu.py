@@ -473,13 +473,8 @@ def predict(setup, scored):
 
 def main(_):
   """Check, data, train (and export/), evaluate, predict; each process does its part."""
-  logging.set_verbosity(logging.INFO)
-  check_modes()
-  setup = run_setup.from_flags(trains=FLAGS.do_train)
-  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
-    setup.serve_chief_graph()
-    return
-  if setup.has_no_part():
+  setup = run_setup.start(check_modes, trains=FLAGS.do_train)
+  if setup is None:  # It served the chief's graph, or has no part in this run.
     return
   eval_files, eval_flag = eval_input()
   if FLAGS.do_train:

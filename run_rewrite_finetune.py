@@ -356,13 +356,8 @@ def train(pipeline, inputs):
 def main(_):
   """Check, data, train (or rewrite pretraining and its export/), evaluate, predict, rank,
   export; each process does its part."""
-  logging.set_verbosity(logging.INFO)
-  check_modes()
-  setup = run_setup.from_flags(trains=trains())
-  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
-    setup.serve_chief_graph()
-    return
-  if setup.has_no_part():
+  setup = run_setup.start(check_modes, trains=trains())
+  if setup is None:  # It served the chief's graph, or has no part in this run.
     return
   pipeline, inputs = read_data(setup)
   if FLAGS.do_pretrain_rewrite:

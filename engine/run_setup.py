@@ -7,11 +7,14 @@ the flags it was not given, and logs each one. So predicting after training need
 --output_dir and the input, and never silently reads text at another length than the model
 was trained on. Flags given on the command line win.
 
-`from_flags()` is the first thing a run script's main does after checking its own mode flags.
-It checks the shared flags (one `error:` line for a bad value, before any expensive work),
-checks and creates --output_dir, and asks the one question of a multi-process run -- "am I the
-chief?" -- through the parallel spec. The answer is the process's role, which the script's main
-acts on in plain view, and decides where this process writes and what it restores:
+`start()` opens every run script's main: it checks the script's mode flags, then calls
+`from_flags()`, and returns None to a process that has nothing more to do (it served the
+chief's graph, or has no part in a run that does not train). `from_flags()` checks the shared
+flags (one `error:` line for a bad value, before any expensive work), checks and creates
+--output_dir, and asks the one question of a multi-process run -- "am I the chief?" -- through
+the parallel spec. The answer is the process's role, which the script's main acts on in plain
+view (`if not setup.is_chief: return` once training is done), and decides where this process
+writes and what it restores:
 
   the chief       trains, then evaluates, predicts and exports: output_dir = --output_dir,
                   init_checkpoint = --init_checkpoint (None when it is missing or damaged and
@@ -20,11 +23,15 @@ acts on in plain view, and decides where this process writes and what it restore
                   a private scratch directory (its feature caches; removed at exit),
                   init_checkpoint = None (its weights come from the chief's broadcast)
   a server        under --placement=inter_first, a process other than the chief builds nothing:
-                  its devices run the chief's one graph (`serves_chief_graph`; main calls
-                  `serve_chief_graph()` and returns). Nothing else of its setup is made.
+                  its devices run the chief's one graph (`serves_chief_graph`; `start()`
+                  calls `serve_chief_graph()`, main returns). Nothing else of its setup is
+                  made.
 
 Everything after start-up reads these fields (`setup.output_dir`, `setup.init_checkpoint`),
-never FLAGS.output_dir or FLAGS.init_checkpoint, and never rebuilds the parallel spec.
+never FLAGS.output_dir, and never rebuilds the parallel spec. FLAGS.init_checkpoint is read
+after start-up for one thing every process needs, not what it restores: run_pretraining_mgpu.py
+takes ELECTRA's generator config from beside --init_checkpoint (the model's shape, which a
+process other than the chief, whose init_checkpoint is None, builds too).
 
 | field | what |
 | --- | --- |
@@ -76,7 +83,7 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
   @property
   def serves_chief_graph(self):
     """Whether this process only serves its devices to the chief's graph (--placement=
-    inter_first, not the chief): its main calls serve_chief_graph() and returns."""
+    inter_first, not the chief): start() calls serve_chief_graph() and main returns."""
     return tower_utils.serves_chief_graph(self.parallel)
 
   def serve_chief_graph(self):
@@ -126,6 +133,27 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
                  "x %d accumulation steps), %d steps *****", num_examples,
                  self.global_batch_size, self.train_batch_size, spec.n_towers,
                  spec.cluster.num_processes, spec.accum_steps, num_train_steps)
+
+
+def start(check_modes, trains):
+  """The opening every run script's main shares: INFO logging, the script's check of its mode
+  flags (`check_modes()`, InputError), then from_flags(trains).
+
+  Returns:
+    The RunSetup, or None when this process has nothing more to do: under
+    --placement=inter_first it served its devices to the chief's graph until the chief was done
+    with them (serves_chief_graph), or it is not the chief of a run that does not train
+    (has_no_part, logged). main returns then.
+  """
+  logging.set_verbosity(logging.INFO)
+  check_modes()
+  setup = from_flags(trains=trains)
+  if setup.serves_chief_graph:  # --placement=inter_first: the chief's graph runs on our devices.
+    setup.serve_chief_graph()
+    return None
+  if setup.has_no_part():
+    return None
+  return setup
 
 
 def from_flags(trains=False):
