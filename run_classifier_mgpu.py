@@ -304,12 +304,12 @@ def train(task):
   setup = task.setup
   num_train_steps, num_warmup_steps = run_helpers.epoch_schedule(task.rows["train"],
                                                                  setup.global_batch_size)
-  setup.log_training_plan(task.rows["train"], num_train_steps)
   training.train(classifier_model.make_tower_fn(task.bert_config, len(task.label_list),
                                                 is_training=True,
                                                 class_weights=task.class_weights),
                  make_input_fn(task.record_files["train"], is_training=True),
-                 run_helpers.train_spec(setup, num_train_steps, num_warmup_steps),
+                 run_helpers.train_spec(setup, num_train_steps, num_warmup_steps,
+                                        num_examples=task.rows["train"]),
                  run_helpers.periodic_eval(setup, task.dev_metrics))
 
 

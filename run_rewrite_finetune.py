@@ -156,11 +156,11 @@ class Pipeline(object):
     during training with a periodic_eval.PeriodicEval)."""
     num_train_steps, num_warmup_steps = run_helpers.epoch_schedule(
         num_examples, self.setup.global_batch_size)
-    self.setup.log_training_plan(num_examples, num_train_steps)
     return training.train(
         rewrite_model.make_train_tower_fn(self.bert_config, FLAGS.max_target_length),
         make_input_fn(record_file, True),
-        run_helpers.train_spec(self.setup, num_train_steps, num_warmup_steps), periodic_eval)
+        run_helpers.train_spec(self.setup, num_train_steps, num_warmup_steps,
+                               num_examples=num_examples), periodic_eval)
 
   def decode(self, record_file, checkpoint, batch_size):
     """Rewrites of every record (input order) as detokenized strings."""

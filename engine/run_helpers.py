@@ -286,10 +286,10 @@ def _flag_list(names, values):
 
 
 def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None, effective=None,
-               head_first_steps=0, init_companions=()):
+               head_first_steps=0, init_companions=(), num_examples=None):
   """A training.TrainSpec from the run setup and the shared flags (max_seq_length: see
-  load_config_and_tokenizer; effective: see common_flags.training_flags; head_first_steps and
-  init_companions: see training.TrainSpec).
+  load_config_and_tokenizer; effective: see common_flags.training_flags; head_first_steps,
+  init_companions and num_examples: see training.TrainSpec).
 
   Its model_digest names the config, sequence length, casing and the run's identity as
   check_run_info wrote it to setup.output_dir (every process writes its own: vocabulary, task,
@@ -314,6 +314,7 @@ def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None, ef
       layerwise_lr_decay=FLAGS.layerwise_lr_decay,
       head_first_steps=head_first_steps,
       init_companions=tuple(init_companions),
+      num_examples=num_examples,
       model_digest=input_pipeline.cache_key(
           input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
           max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case,

@@ -126,14 +126,6 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
     return tower_utils.parallel_spec(n_towers or spec.n_towers, reduction="allreduce",
                                      pipeline_stages=spec.pipeline_stages)
 
-  def log_training_plan(self, num_examples, num_train_steps):
-    """Logs the examples, the effective batch and its factors, and the number of updates."""
-    spec = self.parallel
-    logging.info("***** Training: %d examples, global batch %d (%d x %d towers x %d processes "
-                 "x %d accumulation steps), %d steps *****", num_examples,
-                 self.global_batch_size, self.train_batch_size, spec.n_towers,
-                 spec.cluster.num_processes, spec.accum_steps, num_train_steps)
-
 
 def start(check_modes, trains):
   """The opening every run script's main shares: INFO logging, the script's check of its mode

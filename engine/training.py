@@ -71,12 +71,13 @@ _TRAIN_SPEC_FIELDS = [
                          # while the heads it lacks learn; (--head_first_steps, 0: none)
     "init_companions",  # ((checkpoint, scope), ...): more checkpoints to restore the
                         # variables under scope from (e.g. ELECTRA's generator)
+    "num_examples",  # the training examples, for the plan's log line (None: not counted)
 ]
 
 
 class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
                                        defaults=("fp32", False, "adamw", "", 1.0, (), 0,
-                                                 ()))):
+                                                 (), None))):
   """What training.train needs, checked once where it is built."""
 
   def __new__(cls, *args, **kwargs):
@@ -367,14 +368,17 @@ def _nothing_to_train(spec, chiefs):
 
 
 def _log_plan(spec, start_step):
-  """Logs the global batch and its factors, the steps to run and the speed options."""
+  """The one log line of the training plan: the examples, the global batch and its factors,
+  the steps (all, and this run's), the speed options."""
   parallel = spec.parallel
-  logging.info("Training %d towers x %d processes x %d examples x %d accumulation steps = global "
-               "batch %d, steps %d -> %d; precision %s, XLA %s, reduction %s, optimizer %s",
-               parallel.n_towers, parallel.cluster.num_processes, spec.batch_size_per_tower,
-               parallel.accum_steps, global_batch_size(spec), start_step, spec.num_train_steps,
-               spec.precision, "on" if spec.use_xla else "off", parallel.reduction,
-               spec.optimizer)
+  logging.info("***** Training: %sglobal batch %d (%d x %d towers x %d processes x %d "
+               "accumulation steps), %d steps; this run: steps %d -> %d, precision %s, XLA %s, "
+               "reduction %s, optimizer %s *****",
+               "" if spec.num_examples is None else "%d examples, " % spec.num_examples,
+               global_batch_size(spec), spec.batch_size_per_tower, parallel.n_towers,
+               parallel.cluster.num_processes, parallel.accum_steps, spec.num_train_steps,
+               start_step, spec.num_train_steps, spec.precision,
+               "on" if spec.use_xla else "off", parallel.reduction, spec.optimizer)
 
 
 def _join(spec, periodic_eval, resume_step):

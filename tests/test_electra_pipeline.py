@@ -156,8 +156,8 @@ def test_script_trains_electra_on_two_towers_of_two_stages_with_1f1b_and_accumul
                      "--num_micro_batches=2", "--grad_accum_steps=2")
   assert piped.returncode == 0, piped.stderr[-3000:]
   assert "tower 1 stage 1 -> /device:CPU:3" in piped.stderr
-  assert "Training 2 towers x 1 processes x 4 examples x 2 accumulation steps = global batch 16, " \
-      "steps 0 -> 3" in piped.stderr
+  assert "global batch 16 (4 x 2 towers x 1 processes x 2 accumulation steps), 3 steps; " \
+      "this run: steps 0 -> 3" in piped.stderr
   piped_results = _eval_results(out)
   assert int(piped_results["global_step"]) == 3
   exported = dict(tf.train.list_variables(os.path.join(out, "export", "bert_model.ckpt")))
