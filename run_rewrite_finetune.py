@@ -231,8 +231,9 @@ def dev_scores(pipeline, checkpoint, path, rows):
   results = rewrite_metrics.rewrite_scores(rewrites, [row.target for row in rows])
   log_likelihood, num_tokens = pipeline.score(record_file, checkpoint, FLAGS.eval_batch_size)
   results["eval_loss"] = float(-np.sum(log_likelihood) / max(np.sum(num_tokens), 1.0))
-  if "global_step" in dict(tf.train.list_variables(checkpoint)):  # not in Google's releases
-    results["global_step"] = int(tf.train.load_variable(checkpoint, "global_step"))
+  step = checkpoints.checkpoint_step(checkpoint, missing=None)
+  if step is not None:  # Google's releases hold none.
+    results["global_step"] = step
   results["beam_size"] = FLAGS.beam_size
   return results, rewrites
 
@@ -371,7 +372,7 @@ def main(_):
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
     checkpoint = run_helpers.eval_checkpoint(setup)
     logging.info("Decoding with %s", checkpoint)
-    if "dev" in inputs:
+    if FLAGS.do_eval:  # As the classifier: --eval_every_n_steps alone evaluates in training only.
       evaluate(pipeline, checkpoint, *inputs["dev"])
     if "test" in inputs:
       predict(pipeline, checkpoint, *inputs["test"])

@@ -362,14 +362,15 @@ def all_finite(variables):
   return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
 
 
-def checkpoint_step(checkpoint):
-  """global_step stored in `checkpoint` (0 for None or a checkpoint without one)."""
+def checkpoint_step(checkpoint, missing=0):
+  """global_step stored in `checkpoint`; `missing` for None or a checkpoint without one (such as
+  Google's releases)."""
   if not checkpoint:
-    return 0
+    return missing
   try:
     return int(tf.train.load_variable(checkpoint, "global_step"))
   except (tf.errors.NotFoundError, ValueError):
-    return 0
+    return missing
 
 
 class Checkpoints(object):
