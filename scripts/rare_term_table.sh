@@ -15,11 +15,24 @@
 #   mlm: the README's records (whole-word masks, static, --dupe_factor=5) and objective;
 #   macbert: unmasked records masked on the fly, [MASK] replaced by similar words
 #     (build_similar_words.py on domain.txt; needs gensim: pip install gensim);
-#   electra: the README's records, --objective=electra.
+#   electra: the README's records, --objective=electra;
+#   token, ngram: static records with --masking=token / --masking=ngram (otherwise as mlm);
+#   domain: static records with --masking=domain (docs/pretraining.md, domain-aware masking);
+#   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word.
+#   The domain arms need a general word list: GENERAL_WORD_FREQ (a word<TAB>count file), else
+#   one built by build_word_freq.py from GENERAL_CORPUS (text files; default: the sentences of
+#   ../shared/data/glue/MRPC/train.tsv when present) into WORK. DOMAIN_TEMPERATURE (2) and
+#   DOMAIN_FLOOR (0.1) set --domain_temperature and --domain_floor (other values get folders of
+#   their own).
 # Knobs, checked before any work:
 #   SEEDS ("1 2 3"): fine-tuning seeds.  BUDGETS ("200 400"): pretraining steps.
-#   TASK_SEED (1), TOPIC_SET (default | alternate) and TERM_SENTENCES (30: sentences of the
-#   domain text naming each term): which task benchmarks/rare_terms.py builds.
+#   PRETRAIN_SEEDS (empty: the tools' default seeds, one run per arm): --random_seed of
+#   create_pretraining_data.py and run_pretraining_mgpu.py, one set of records and one
+#   pretraining run per seed; the table then gives each pretraining seed its row, and a summary
+#   row with the spread of the pretraining seeds' means beside the fine-tuning seeds' spread.
+#   TASK_SEED (1), TOPIC_SET (default | alternate) and TERM_SENTENCES (30: how many sentences of
+#   the domain text mention each term, the mention frequency: 3, 10, 30): which task
+#   benchmarks/rare_terms.py builds.
 #   PRETRAIN_LR (1e-4), PRETRAIN_FLAGS (""): more run_pretraining_mgpu.py flags for every arm
 #   (e.g. "--head_first_steps=40"; they name the runs' folder, so runs under other flags are
 #   kept apart). FINETUNE_EPOCHS (5), FINETUNE_LR (5e-5).
@@ -32,6 +45,11 @@ WORK="${1:-output/rare_terms}"
 ARMS_GIVEN="${ARMS:-}"
 ARMS="${ARMS:-mlm macbert electra}"
 SEEDS="${SEEDS:-1 2 3}"
+PRETRAIN_SEEDS="${PRETRAIN_SEEDS:-}"
+GENERAL_WORD_FREQ="${GENERAL_WORD_FREQ:-}"
+GENERAL_CORPUS="${GENERAL_CORPUS:-}"
+DOMAIN_TEMPERATURE="${DOMAIN_TEMPERATURE:-2}"
+DOMAIN_FLOOR="${DOMAIN_FLOOR:-0.1}"
 BUDGETS="${BUDGETS:-200 400}"
 TASK_SEED="${TASK_SEED:-1}"
 TOPIC_SET="${TOPIC_SET:-default}"
@@ -50,13 +68,14 @@ logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failu
 }
 is_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
 is_positive() { python -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$1" 2> /dev/null; }
-for seed in $SEEDS $TASK_SEED $TERM_SENTENCES; do
-  is_int "$seed" || fail "SEEDS, TASK_SEED and TERM_SENTENCES take positive integers, got '$seed'"
+for seed in $SEEDS $PRETRAIN_SEEDS $TASK_SEED $TERM_SENTENCES; do
+  is_int "$seed" || fail "SEEDS, PRETRAIN_SEEDS, TASK_SEED and TERM_SENTENCES take positive integers, got '$seed'"
 done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra " == *" $arm "* ]] || fail "ARMS takes mlm, macbert, electra, got '$arm'"
+  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, got '$arm'"
 done
 if [[ " $ARMS " == *" macbert "* ]] && [ "${TABLE_ONLY:-0}" != 1 ] &&
     ! python -c "import gensim" 2> /dev/null; then
@@ -70,34 +89,67 @@ for value in "$PRETRAIN_LR" "$FINETUNE_EPOCHS" "$FINETUNE_LR"; do
   is_positive "$value" || fail "PRETRAIN_LR, FINETUNE_EPOCHS and FINETUNE_LR take positive numbers, got '$value'"
 done
 [[ "${TABLE_ONLY:-0}" =~ ^[01]$ ]] || fail "TABLE_ONLY takes 0 or 1, got '$TABLE_ONLY'"
+is_positive "$DOMAIN_TEMPERATURE" || fail "DOMAIN_TEMPERATURE takes a number > 0, got '$DOMAIN_TEMPERATURE'"
+python -c "import sys; sys.exit(0 if 0 <= float(sys.argv[1]) <= 1 else 1)" "$DOMAIN_FLOOR" 2> /dev/null ||
+  fail "DOMAIN_FLOOR takes a number in [0, 1], got '$DOMAIN_FLOOR'"
+USES_DOMAIN=0
+[[ " $ARMS " == *" domain "* || " $ARMS " == *" domain_dyn "* ]] && USES_DOMAIN=1
+MRPC="$(cd "$(dirname "$0")/.." && pwd)/../shared/data/glue/MRPC/train.tsv"
+if [ "$USES_DOMAIN" = 1 ] && [ "${TABLE_ONLY:-0}" != 1 ]; then
+  if [ -n "$GENERAL_WORD_FREQ" ]; then
+    [ -f "$GENERAL_WORD_FREQ" ] || fail "GENERAL_WORD_FREQ=$GENERAL_WORD_FREQ: no such file"
+  elif [ -z "$GENERAL_CORPUS" ] && [ ! -f "$MRPC" ]; then
+    fail "the domain arms need GENERAL_WORD_FREQ (word<TAB>count lines) or GENERAL_CORPUS (general text files); $MRPC is not there either"
+  fi
+fi
 export CUDA_VISIBLE_DEVICES=
 TASK="$WORK/task_${TOPIC_SET}_seed$TASK_SEED"
 [ "$TERM_SENTENCES" = 30 ] || TASK="${TASK}_terms$TERM_SENTENCES"
 # Runs under other pretraining flags or learning rates go to other folders.
 VARIANT="lr${PRETRAIN_LR}$(echo "$PRETRAIN_FLAGS" | tr -d ' -' | tr '=' '_')"
+DOMAIN_TAG=""  # domain arms under other settings get folders of their own
+[ "$DOMAIN_TEMPERATURE" = 2 ] && [ "$DOMAIN_FLOOR" = 0.1 ] || DOMAIN_TAG="_T${DOMAIN_TEMPERATURE}_f${DOMAIN_FLOOR}"
+PSEEDS="${PRETRAIN_SEEDS:-none}"  # none: the tools' own default seeds, folders without a seed
+pseed_dir() { [ "$1" = none ] || echo "/pseed$1"; }  # below a run's steps folder
+arm_dir() { case $1 in domain|domain_dyn) echo "$1$DOMAIN_TAG" ;; *) echo "$1" ;; esac; }
 RECIPE="finetune_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 BERT="$WORK/minilm_tf"
 
-table() {  # every finished fine-tuning run, by arm and budget
+table() {  # every finished fine-tuning run, by arm, budget and pretraining seed
   echo "== rare-term task ($TOPIC_SET topics, task seed $TASK_SEED, $TERM_SENTENCES sentences per term): accuracy on term rows / control rows ($RECIPE; pretraining $VARIANT, 2 x $BATCH)"
-  printf '| %-8s | %-6s | %-42s | %-9s | %-9s | %-11s |\n' arm steps "term / control per seed" "term mean" "control" "term spread"
-  printf '| --- | --- | --- | --- | --- | --- |\n'
-  for name in plain $(for steps in $BUDGETS; do for arm in $ARMS; do echo "$arm/steps$steps"; done; done); do
-    dir="$TASK/$RECIPE/$VARIANT/$name"
-    [ "$name" = plain ] && dir="$TASK/$RECIPE/plain"
-    files=$(ls "$dir"/seed*/score.json 2> /dev/null) || continue
-    arm=${name%%/*}; steps=${name#*/steps}; [ "$arm" = plain ] && steps=0
-    python - "$arm" "$steps" $files <<'EOF'
-import json, sys
-arm, steps, files = sys.argv[1], sys.argv[2], sys.argv[3:]
-scores = [json.load(open(f)) for f in files]
-terms = [s["term"] for s in scores]
-controls = [s["control"] for s in scores]
-cells = " ".join("%.2f/%.2f" % (t, c) for t, c in zip(terms, controls))
-spread = "%.2f" % (max(terms) - min(terms)) if len(terms) > 1 else "1 seed"
-print("| %-8s | %-6s | %-42s | %.3f     | %.3f     | %-11s |" % (
-    arm, steps, cells, sum(terms) / len(terms), sum(controls) / len(controls), spread))
-EOF
+  printf '| %-12s | %-6s | %-13s | %-42s | %-9s | %-9s | %-11s |\n' arm steps "pretrain seed" "term / control per fine-tuning seed" "term mean" "control" "term spread"
+  printf '| --- | --- | --- | --- | --- | --- | --- |\n'
+  for name in plain $(for steps in $BUDGETS; do for arm in $ARMS; do echo "$(arm_dir "$arm")/steps$steps"; done; done); do
+    arm=${name%%/*}; steps=${name#*/steps}; dirs=()
+    if [ "$name" = plain ]; then
+      steps=0; dirs=("$TASK/$RECIPE/plain")
+    else
+      for pseed in $PSEEDS; do dirs+=("$TASK/$RECIPE/$VARIANT/$name$(pseed_dir "$pseed")"); done
+    fi
+    python - "$arm" "$steps" "${dirs[@]}" <<'PY'
+import glob, json, sys
+arm, steps, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
+means, spreads = [], []
+for d in dirs:
+  scores = [json.load(open(f)) for f in sorted(glob.glob(d + "/seed*/score.json"))]
+  if not scores:
+    continue
+  terms = [s["term"] for s in scores]
+  controls = [s["control"] for s in scores]
+  cells = " ".join("%.2f/%.2f" % (t, c) for t, c in zip(terms, controls))
+  spread = max(terms) - min(terms)
+  pseed = d.rsplit("/pseed", 1)[1] if "/pseed" in d else "-"
+  print("| %-12s | %-6s | %-13s | %-42s | %.3f     | %.3f     | %-11s |" % (
+      arm, steps, pseed, cells, sum(terms) / len(terms), sum(controls) / len(controls),
+      "%.2f" % spread if len(terms) > 1 else "1 seed"))
+  means.append(sum(terms) / len(terms))
+  spreads.append(spread)
+if len(means) > 1:
+  print("| %-12s | %-6s | %-13s | %-42s | %.3f     | %-9s | %-11s |" % (
+      arm, steps, "all", "pretraining seeds' spread %.2f, fine-tuning seeds' %.2f" % (
+          max(means) - min(means), sum(spreads) / len(spreads)),
+      sum(means) / len(means), "", ""))
+PY
   done
 }
 if [ "${TABLE_ONLY:-0}" = 1 ]; then
@@ -119,30 +171,67 @@ if [ ! -f "$TASK/task.json" ]; then
   python benchmarks/rare_terms.py build --output_dir="$TASK" --vocab_file="$BERT/vocab.txt" \
     --seed="$TASK_SEED" --topic_set="$TOPIC_SET" --term_sentences="$TERM_SENTENCES"
 fi
-if [ ! -f "$TASK/records/train-0.tfrecord" ]; then
-  mkdir -p "$TASK/records"
-  logged "$TASK/records.log" python create_pretraining_data.py --input_file="$TASK/domain.txt" \
-    --output_file="$TASK/records/train-0.tfrecord" --vocab_file="$BERT/vocab.txt" \
-    --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 \
-    --masked_lm_prob=0.15 --dupe_factor=5 --masking=whole_word
+records() {  # records ARM PSEED: prints the folder of the arm's records, made when missing
+  local arm=$1 pseed=$2 dir masking="" suffix="" extra=()
+  case $arm in
+    mlm|electra) masking=whole_word ;;
+    token|ngram|domain) masking=$arm ;;
+  esac
+  [ "$pseed" = none ] || suffix="_pseed$pseed" extra=(--random_seed="$pseed")
+  if [ -z "$masking" ]; then  # the dynamic arms
+    dir="$TASK/dynamic$suffix"
+    extra+=(--dynamic_masking --dupe_factor=1)
+  else
+    dir="$TASK/records$suffix"
+    [ "$masking" = whole_word ] || dir="$TASK/records_$(arm_dir "$masking")$suffix"
+    extra+=(--masked_lm_prob=0.15 --dupe_factor=5 --masking="$masking")
+    [ "$masking" = domain ] && extra+=(--general_word_freq="$GENERAL_WORD_FREQ"
+      --domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR")
+  fi
+  if [ ! -f "$dir/train-0.tfrecord" ]; then
+    mkdir -p "$dir"
+    logged "$dir.log" python create_pretraining_data.py --input_file="$TASK/domain.txt" \
+      --output_file="$dir/train-0.tfrecord" --vocab_file="$BERT/vocab.txt" \
+      --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 "${extra[@]}"
+  fi
+  echo "$dir"
+}
+if [ "$USES_DOMAIN" = 1 ] && [ -z "$GENERAL_WORD_FREQ" ]; then
+  GENERAL_WORD_FREQ="$WORK/general_freq.tsv"
+  if [ ! -f "$GENERAL_WORD_FREQ" ]; then
+    if [ -z "$GENERAL_CORPUS" ]; then  # MRPC's sentences (news text), one pair a document
+      GENERAL_CORPUS="$WORK/general_mrpc.txt"
+      python - "$MRPC" "$GENERAL_CORPUS" <<'PY'
+import csv, sys
+with open(sys.argv[1], encoding="utf-8") as f, open(sys.argv[2], "w", encoding="utf-8") as out:
+  for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]:
+    out.write(row[3] + "\n" + row[4] + "\n\n")
+PY
+    fi
+    logged "$WORK/general_freq.log" python build_word_freq.py --input_file="$GENERAL_CORPUS" \
+      --output_file="$GENERAL_WORD_FREQ"
+  fi
+  echo "== general word list: $GENERAL_WORD_FREQ ($(wc -l < "$GENERAL_WORD_FREQ") words)"
 fi
-if [[ " $ARMS " == *" macbert "* ]] && [ ! -f "$TASK/dynamic/train-0.tfrecord" ]; then
-  mkdir -p "$TASK/dynamic"
+if [[ " $ARMS " == *" macbert "* ]] && [ ! -f "$TASK/similar_words.tsv" ]; then
   logged "$TASK/similar_words.log" python build_similar_words.py \
     --input_file="$TASK/domain.txt" --output_file="$TASK/similar_words.tsv" \
     --vocab_file="$BERT/vocab.txt"
-  logged "$TASK/dynamic.log" python create_pretraining_data.py \
-    --input_file="$TASK/domain.txt" --output_file="$TASK/dynamic/train-0.tfrecord" \
-    --vocab_file="$BERT/vocab.txt" --do_lower_case=True --max_seq_length=128 \
-    --dynamic_masking --dupe_factor=1
 fi
 
 # 3. Continued pretraining: one run per arm and budget, exported to <run>/export/.
-pretrain() {  # pretrain ARM STEPS OUTPUT_DIR
-  local arm=$1 steps=$2 out=$3 records="$TASK/records/train-*.tfrecord" extra=()
-  [ "$arm" = electra ] && extra=(--objective=electra)
-  [ "$arm" = macbert ] && records="$TASK/dynamic/train-*.tfrecord" extra=(
-    --masking=whole_word --masking_replacement=similar --similar_words_file="$TASK/similar_words.tsv")
+pretrain() {  # pretrain ARM STEPS PSEED OUTPUT_DIR
+  local arm=$1 steps=$2 pseed=$3 out=$4 records extra=()
+  records="$(records "$arm" "$pseed")/train-*.tfrecord"
+  [ "$pseed" = none ] || extra=(--random_seed="$pseed")
+  case $arm in
+    electra) extra+=(--objective=electra) ;;
+    macbert) extra+=(--masking=whole_word --masking_replacement=similar
+                     --similar_words_file="$TASK/similar_words.tsv") ;;
+    wwm_dyn) extra+=(--masking=whole_word) ;;
+    domain_dyn) extra+=(--masking=domain --general_word_freq="$GENERAL_WORD_FREQ"
+                        --domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR") ;;
+  esac
   # shellcheck disable=SC2086  # PRETRAIN_FLAGS holds several flags
   python run_pretraining_mgpu.py --input_file="$records" --output_dir="$out" \
     --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
@@ -173,15 +262,19 @@ finetune() {  # finetune RUN INIT_CHECKPOINT SEED
 names=(plain) inits=("$BERT/bert_model.ckpt") runs=("$TASK/$RECIPE/plain")
 for steps in $(printf '%s\n' $BUDGETS | sort -n); do
   for arm in $ARMS; do
-    out="$TASK/pretrain/$VARIANT/$arm/steps$steps"
-    if [ ! -f "$out/export/bert_model.ckpt.index" ]; then
-      echo "== pretrain $arm, $steps steps; load: $(uptime | sed 's/.*load average: //')"
-      mkdir -p "$(dirname "$out")"
-      logged "$out.log" pretrain "$arm" "$steps" "$out"
-      grep -h "Head first\|masked_lm_accuracy = " "$out.log" "$out/eval_results.txt" | sed 's/^.*\] /   /' | cut -c1-300
-    fi
-    names+=("$arm/steps$steps") inits+=("$out/export/bert_model.ckpt")
-    runs+=("$TASK/$RECIPE/$VARIANT/$arm/steps$steps")
+    for pseed in $PSEEDS; do
+      name="$(arm_dir "$arm")/steps$steps$(pseed_dir "$pseed")"
+      out="$TASK/pretrain/$VARIANT/$name"
+      if [ ! -f "$out/export/bert_model.ckpt.index" ]; then
+        echo "== pretrain $name; load: $(uptime | sed 's/.*load average: //')"
+        records "$arm" "$pseed" > /dev/null  # made first, with its own log
+        mkdir -p "$(dirname "$out")"
+        logged "$out.log" pretrain "$arm" "$steps" "$pseed" "$out"
+        grep -h "Head first\|masked_lm_accuracy = " "$out.log" "$out/eval_results.txt" | sed 's/^.*\] /   /' | cut -c1-300
+      fi
+      names+=("$name") inits+=("$out/export/bert_model.ckpt")
+      runs+=("$TASK/$RECIPE/$VARIANT/$name")
+    done
   done
 done
 for seed in $SEEDS; do

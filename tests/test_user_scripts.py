@@ -43,10 +43,11 @@ def test_every_documented_script_says_how_to_use_it(script, tmp_path):
 
 
 def _rare_term_table(**env):
-  """rare_term_table.sh stopped by a bad TOPIC_SET, checked after the arms are chosen."""
+  """rare_term_table.sh stopped by a bad TOPIC_SET (unless `env` names another), checked after
+  the arms are chosen."""
   return subprocess.run(["bash", os.path.join(REPO_ROOT, "scripts", "rare_term_table.sh")],
                         capture_output=True, text=True, timeout=60,
-                        env=dict(os.environ, TOPIC_SET="nope", **env))
+                        env=dict(os.environ, **dict(dict(TOPIC_SET="nope"), **env)))
 
 
 def test_rare_term_table_runs_its_default_arms_without_gensim():
@@ -67,3 +68,18 @@ def test_rare_term_table_runs_its_default_arms_without_gensim():
   assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
       "error: rare_term_table.sh: ARMS=macbert needs gensim for build_similar_words.py (pip "
       "install gensim), or leave macbert out of ARMS"], proc.stderr
+
+
+def test_rare_term_table_checks_its_seed_and_domain_knobs():
+  """PRETRAIN_SEEDS, DOMAIN_TEMPERATURE and DOMAIN_FLOOR are checked before any work."""
+  for env, expected in (
+      (dict(PRETRAIN_SEEDS="1 x"), "error: rare_term_table.sh: SEEDS, PRETRAIN_SEEDS, TASK_SEED "
+                                   "and TERM_SENTENCES take positive integers, got 'x'"),
+      (dict(TOPIC_SET="alternate", ARMS="domain", DOMAIN_FLOOR="2"),
+       "error: rare_term_table.sh: DOMAIN_FLOOR takes a number in [0, 1], got '2'"),
+      (dict(TOPIC_SET="alternate", ARMS="domain_dyn", DOMAIN_TEMPERATURE="0"),
+       "error: rare_term_table.sh: DOMAIN_TEMPERATURE takes a number > 0, got '0'"),
+      (dict(TOPIC_SET="alternate", ARMS="domain", GENERAL_WORD_FREQ="/nonexistent.tsv"),
+       "error: rare_term_table.sh: GENERAL_WORD_FREQ=/nonexistent.tsv: no such file")):
+    proc = _rare_term_table(**env)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [expected], proc.stderr
