@@ -31,6 +31,7 @@ process; then the CPU of its task if it has no GPU kernel for its dtypes.
 `_output_shapes`) for TensorBoard or your own checks. Bad input: one `error:` line, exit 2.
 """
 
+import argparse
 import collections
 import contextlib
 import os
@@ -454,16 +455,25 @@ def write_graph(graph, path):
   """Writes `graph`'s GraphDef with `_output_shapes` (and each op's requested device) as text."""
   from core import atomic_files  # pylint: disable=g-import-not-at-top
   graph_def = graph.as_graph_def(add_shapes=True)
-  atomic_files.write_text(path, str(graph_def))
+  try:
+    atomic_files.write_text(path, str(graph_def))
+  except OSError as e:  # A read-only folder, a full disk: nothing was written there.
+    raise InputError("--graph_out=%s: cannot write it (%s)" % (path, e.strerror or e))
 
 
 def parse_args(argv):
-  """(args, script, script_args) of `placement_audit.py [options] -- SCRIPT FLAGS...`."""
+  """(args, script, script_args) of `placement_audit.py [options] -- SCRIPT FLAGS...`; --help
+  (before any --) prints the usage and exits 0."""
+  parser = arguments.Parser(
+      usage="placement_audit.py --fake_gpus=N [--graph_out=FILE] [--row=ROW] -- SCRIPT FLAGS...",
+      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  options = argv[:argv.index("--")] if "--" in argv else argv
+  if "-h" in options or "--help" in options:
+    parser.parse_args(["--help"])  # Prints the help; SystemExit(0).
   if "--" not in argv:
     raise InputError("expected `placement_audit.py --fake_gpus=N [--graph_out=FILE] -- SCRIPT "
                      "FLAGS...` (the -- and a run script are missing)")
   cut = argv.index("--")
-  parser = arguments.Parser(description=__doc__.split("\n")[0])
   parser.add_argument("--fake_gpus", type=int, required=True,
                       help="GPUs the graph is built for (as CUDA_VISIBLE_DEVICES would show).")
   parser.add_argument("--graph_out", default=None,
@@ -484,6 +494,9 @@ def parse_args(argv):
     raise InputError("%s: expected one of %s" % (script, ", ".join(SCRIPTS)))
   if not os.path.isfile(script):
     script = os.path.join(_REPO, os.path.basename(script))
+  if args.graph_out and os.path.isdir(args.graph_out):
+    raise InputError("--graph_out=%s: is a folder; expected a file name (e.g. %s)" % (
+        args.graph_out, os.path.join(args.graph_out, "graph.pbtxt")))
   if args.graph_out and not os.path.isdir(os.path.dirname(os.path.abspath(args.graph_out))):
     raise InputError("--graph_out=%s: its folder does not exist" % args.graph_out)
   return args, script, rest[1:]

@@ -16,9 +16,50 @@ export CUDA_VISIBLE_DEVICES=""
 N="${N_GPUS:-8}"
 REPO="${REPO:-$REPO_ROOT}"
 AUDIT="$REPO/benchmarks/placement_audit.py"
+fail() { echo "error: placement_table.sh: $*" >&2; exit 2; }
+[[ "$N" =~ ^[1-9][0-9]*$ ]] || fail "N_GPUS=$N: expected an integer >= 1"
+[ -f "$AUDIT" ] || fail "REPO=$REPO: no benchmarks/placement_audit.py there"
+if [ -n "${ONLY:-}" ] && { [[ "" =~ $ONLY ]] || [ $? -ne 2 ]; }; then :
+elif [ -n "${ONLY:-}" ]; then fail "ONLY=$ONLY: not a regular expression (bash =~)"; fi
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
+VOCAB="$REPO_ROOT/vocab/chinese_vocab.txt"
+COMMON="--bert_config_file=$WORK/bert_base.json --vocab_file=$VOCAB --train_batch_size=32 --n_gpus=$N"
+CLF="run_classifier_mgpu.py --task_name=tsv --data_dir=$WORK/clf --max_seq_length=128 $COMMON"
+PT="run_pretraining_mgpu.py --input_file=$WORK/pt.tfrecord --do_train $COMMON"
+RW="run_rewrite_finetune.py --data_dir=$WORK/rw --max_seq_length=128 --max_target_length=16 $COMMON"
+CLUSTER="--worker_hosts=localhost:1,localhost:2 --collective_timeout_s=5"
+
+MATCHED=()
+row() {  # row NAME SCRIPT FLAGS...   (OUT=dir: that --output_dir instead of a new one)
+  local name="$1"; shift
+  if [ -n "${ONLY:-}" ] && ! [[ "$name" =~ $ONLY ]]; then return; fi
+  if [ -n "${DRY:-}" ]; then MATCHED+=("$name"); return; fi
+  local out="${OUT:-$WORK/out_$RANDOM}"
+  (cd "$REPO" && PYTHONPATH="$REPO" python "$AUDIT" --fake_gpus="$N" --row="$name" -- \
+    "$@" --output_dir="$out" 2>"$WORK/err") || { echo "| $name | failed: $(tail -1 "$WORK/err") |"; }
+}
+
+rows() {
+  row "classifier, shared" $CLF --do_train
+  row "classifier, allreduce" $CLF --do_train --reduction=allreduce
+  row "classifier, shared, 4 accumulation steps" $CLF --do_train --grad_accum_steps=4
+  row "classifier, shared, fp16" $CLF --do_train --use_fp16
+  row "classifier, allreduce, bf16" $CLF --do_train --reduction=allreduce --use_bf16
+  row "classifier, GPipe 2 stages x 4 micro-batches" $CLF --do_train --pipeline_stages=2 --num_micro_batches=4
+  row "classifier, 1F1B 2 stages x 4 micro-batches" $CLF --do_train --pipeline_stages=2 --num_micro_batches=4 --pipeline_schedule=1f1b
+  mkdir -p "$WORK/trained" && printf 'negative\npositive\n' > "$WORK/trained/labels.txt"
+  OUT="$WORK/trained" row "classifier, predict (labels of a trained run)" $CLF --do_predict
+  row "pretraining MLM, shared" $PT
+  row "pretraining MLM, allreduce" $PT --reduction=allreduce
+  row "pretraining ELECTRA, shared" $PT --objective=electra
+  row "rewriter, shared" $RW --do_train
+  row "classifier, 2 processes, chief (shared: hierarchical)" $CLF --do_train $CLUSTER --task_index=0
+  row "classifier, 2 processes, worker" $CLF --do_train $CLUSTER --task_index=1
+}
+DRY=1 rows
+[ "${#MATCHED[@]}" -gt 0 ] || fail "ONLY=$ONLY matches no row name (e.g. 'GPipe|predict')"
 python scripts/make_demo_data.py --output_dir "$WORK/clf" --num_train 512 >/dev/null
 python - "$WORK" <<'EOF'
 import json, os, sys
@@ -37,40 +78,11 @@ for split in ("train", "dev", "test"):
   with open(os.path.join(work, "rw", split + ".tsv"), "w") as f:
     f.writelines("%s\t%s\n" % (t, t[:8]) for t in texts[:64])
 EOF
-VOCAB="$REPO_ROOT/vocab/chinese_vocab.txt"
 python create_pretraining_data.py --input_file="$WORK/corpus.txt" \
   --output_file="$WORK/pt.tfrecord" --vocab_file="$VOCAB" --max_seq_length=128 \
   --max_predictions_per_seq=20 --dupe_factor=1 >/dev/null 2>&1
 
-COMMON="--bert_config_file=$WORK/bert_base.json --vocab_file=$VOCAB --train_batch_size=32 --n_gpus=$N"
-CLF="run_classifier_mgpu.py --task_name=tsv --data_dir=$WORK/clf --max_seq_length=128 $COMMON"
-PT="run_pretraining_mgpu.py --input_file=$WORK/pt.tfrecord --do_train $COMMON"
-RW="run_rewrite_finetune.py --data_dir=$WORK/rw --max_seq_length=128 --max_target_length=16 $COMMON"
-CLUSTER="--worker_hosts=localhost:1,localhost:2 --collective_timeout_s=5"
-
-row() {  # row NAME SCRIPT FLAGS...   (OUT=dir: that --output_dir instead of a new one)
-  local name="$1"; shift
-  if [ -n "${ONLY:-}" ] && ! [[ "$name" =~ $ONLY ]]; then return; fi
-  local out="${OUT:-$WORK/out_$RANDOM}"
-  (cd "$REPO" && PYTHONPATH="$REPO" python "$AUDIT" --fake_gpus="$N" --row="$name" -- \
-    "$@" --output_dir="$out" 2>"$WORK/err") || { echo "| $name | failed: $(tail -1 "$WORK/err") |"; }
-}
-
 python "$REPO_ROOT/benchmarks/machine.py" 2>/dev/null | head -1
 echo "graph of $REPO ($(git -C "$REPO" rev-parse --short HEAD)), $N fake GPUs, BERT-base, seq 128, 32 rows per GPU"
 python -c "import sys; sys.path.insert(0, '$REPO_ROOT/benchmarks'); import placement_audit; print(placement_audit.TABLE_HEADER)" 2>/dev/null
-row "classifier, shared" $CLF --do_train
-row "classifier, allreduce" $CLF --do_train --reduction=allreduce
-row "classifier, shared, 4 accumulation steps" $CLF --do_train --grad_accum_steps=4
-row "classifier, shared, fp16" $CLF --do_train --use_fp16
-row "classifier, allreduce, bf16" $CLF --do_train --reduction=allreduce --use_bf16
-row "classifier, GPipe 2 stages x 4 micro-batches" $CLF --do_train --pipeline_stages=2 --num_micro_batches=4
-row "classifier, 1F1B 2 stages x 4 micro-batches" $CLF --do_train --pipeline_stages=2 --num_micro_batches=4 --pipeline_schedule=1f1b
-mkdir -p "$WORK/trained" && printf 'negative\npositive\n' > "$WORK/trained/labels.txt"
-OUT="$WORK/trained" row "classifier, predict (labels of a trained run)" $CLF --do_predict
-row "pretraining MLM, shared" $PT
-row "pretraining MLM, allreduce" $PT --reduction=allreduce
-row "pretraining ELECTRA, shared" $PT --objective=electra
-row "rewriter, shared" $RW --do_train
-row "classifier, 2 processes, chief (shared: hierarchical)" $CLF --do_train $CLUSTER --task_index=0
-row "classifier, 2 processes, worker" $CLF --do_train $CLUSTER --task_index=1
+rows

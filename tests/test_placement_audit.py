@@ -17,6 +17,8 @@ from core import arguments
 from core.errors import InputError
 from engine import inference
 from engine import training
+from heads import pretraining as pretraining_heads
+import modeling
 import tower_utils
 from test_speed_features import _input_fn, _spec
 from test_towers import CONFIG, _data, _tower_fn
@@ -75,6 +77,44 @@ def test_no_gpu_is_special_in_the_training_graph(tmp_path, name):
     assert placement_audit.gpu0_ratio(report) <= 1.15, placement_audit.format_report(report)
   if name == "fp16 accumulation":
     assert report.runs == {"update": 1, "accumulate": 2}
+
+
+def _tied_mlm_tower_fn(features, global_batch):
+  """A masked-LM tower whose output layer is the word-embedding table (tied, as pretraining)."""
+  del global_batch
+  model = modeling.BertModel(CONFIG, True, features["input_ids"], features["input_mask"],
+                             tied_output=True)
+  positions = tf.zeros_like(features["input_ids"][:, :2])
+  loss = pretraining_heads.get_masked_lm_output(
+      CONFIG, model.get_sequence_output(), model.get_embedding_table(), positions,
+      features["input_ids"][:, :2], tf.ones_like(positions, tf.float32))[0]
+  return loss, {}
+
+
+def test_a_tied_table_gets_one_dense_gradient_per_tower(tmp_path):
+  """The masked-LM head reads the whole table in every tower: the tower gathers its words from
+  that copy, and sends the table's owner one dense [vocab, hidden] gradient, not that plus its
+  gathered rows (before: both crossed, and the owner, GPU:0, took 1.19x the bytes of any other
+  GPU at BERT-base shape)."""
+  spec = _train_spec(tmp_path, n_towers=N_GPUS)
+  graph, parallel = placement_audit.capture(
+      lambda: training.train(_tied_mlm_tower_fn, _input_fn(), spec), N_GPUS)
+  table = graph.get_tensor_by_name("bert/embeddings/word_embeddings:0")
+  placement = placement_audit.Placement(graph, placement_audit.home_device(parallel))
+  owner = placement.device(table.op)
+  ops = placement_audit.step_ops(graph, graph.get_collection(tower_utils.step_collection(
+      "update")))
+  into_owner = [c for c in placement_audit.crossings(ops, placement)
+                if c.dest == owner and "gradients" in c.tensor.name]
+  table_sized = [c for c in into_owner if c.tensor.shape.as_list() == table.shape.as_list()]
+  rows_sized = [c for c in into_owner if c.tensor.shape.as_list()[-1:] == [CONFIG.hidden_size]
+                and c not in table_sized and c.tensor.shape.as_list()[0] != CONFIG.hidden_size]
+  assert len(table_sized) == N_GPUS - 1, [c.tensor.name for c in table_sized]
+  assert not rows_sized, [c.tensor.name for c in rows_sized]
+  # And each tower gathers its words on its own GPU (it has the whole table already).
+  gathers = {op.name.split("/")[0]: placement.device(op) for op in ops
+             if op.type == "GatherV2" and op.name.endswith("embeddings/GatherV2")}
+  assert gathers == {"tower_%d" % i: "/GPU:%d" % i for i in range(N_GPUS)}, gathers
 
 
 def test_the_inference_graph_gathers_outputs_on_the_host_not_on_gpu0(tmp_path):
@@ -155,11 +195,42 @@ def test_a_gpu_kernel_is_looked_up_per_dtype():
     (["--fake_gpus=2", "--", "train.py"], "train.py: expected one of"),
     (["--fake_gpus=2", "--graph_out=/no/such/dir/g.pbtxt", "--", "run_classifier_mgpu.py"],
      "--graph_out=/no/such/dir/g.pbtxt: its folder does not exist"),
+    (["--fake_gpus=2", "--graph_out=/", "--", "run_classifier_mgpu.py"],
+     "--graph_out=/: is a folder; expected a file name (e.g. /graph.pbtxt)"),
 ])
 def test_bad_arguments_are_one_error_line(capsys, argv, fragment):
   assert placement_audit.main(argv) == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err
+
+
+def test_help_prints_the_usage_and_exits_0(capsys):
+  """--help (also without the -- and a script) was the one error line of a missing --."""
+  for argv in (["--help"], ["--fake_gpus=2", "-h", "--", "run_classifier_mgpu.py"]):
+    with pytest.raises(SystemExit) as ended:
+      placement_audit.main(argv)
+    assert ended.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: placement_audit.py --fake_gpus=N") and "--graph_out" in out
+
+
+@pytest.mark.parametrize("env,line", [
+    ({"N_GPUS": "abc"}, "N_GPUS=abc: expected an integer >= 1"),
+    ({"ONLY": "("}, "ONLY=(: not a regular expression (bash =~)"),
+    ({"ONLY": "zzz"}, "ONLY=zzz matches no row name (e.g. 'GPipe|predict')"),
+    ({"REPO": "/nonexistent"}, "REPO=/nonexistent: no benchmarks/placement_audit.py there"),
+])
+def test_placement_table_checks_its_settings_before_any_work(env, line):
+  """A bad N_GPUS failed every row after the data was built; ONLY matching nothing (or not a
+  regular expression) printed an empty table and exited 0 (or 1 with nothing said)."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  script = os.path.join(os.path.dirname(placement_audit.__file__), "..", "scripts",
+                        "placement_table.sh")
+  proc = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60,
+                        env=dict(os.environ, **env))
+  assert (proc.returncode, proc.stderr.strip().splitlines()) == (
+      2, ["error: placement_table.sh: " + line]), proc.stderr
+  assert not proc.stdout
 
 
 def test_the_script_ending_before_a_session_is_one_error_line(tmp_path):
