@@ -123,6 +123,54 @@ def fused_gelu_compile_scope(compile_gelu):
     _COMPILE_FUSED_GELU.pop()
 
 
+# Per tower_copy_scope, the tower copies made so far: {table name: copy}.
+_TOWER_COPIES = [None]
+_DENSE_COPY_GRADIENT = "BertMgpuTowerCopy"
+
+
+@contextlib.contextmanager
+def tower_copy_scope():
+  """Inside, a table that a model reads whole (see tower_copy) is read once, on the device of
+  the first read: tower_utils opens one per tower, so the model never learns about towers."""
+  _TOWER_COPIES.append({})
+  try:
+    yield
+  finally:
+    _TOWER_COPIES.pop()
+
+
+@tf.RegisterGradient(_DENSE_COPY_GRADIENT)
+def _tower_copy_gradient(op, grad):
+  """A tower copy's gradient, summed where the copy is and sent to the table dense: the
+  gathered rows and the tied output layer's dense part are one [vocab, width] tensor then,
+  instead of both crossing to the table's device (vocab + gathered rows)."""
+  if not isinstance(grad, tf.IndexedSlices):
+    return grad
+  rows = op.inputs[0].shape[0]
+  rows = rows if rows is not None else tf.shape(op.inputs[0], out_type=grad.indices.dtype)[0]
+  return tf.math.unsorted_segment_sum(grad.values, grad.indices, rows)
+
+
+def tower_copy(table):
+  """float Tensor [vocab, width]: `table` read whole on the current device, once per
+  tower_copy_scope (`table` itself outside one).
+
+  For a word-embedding table that an output layer multiplies by (a masked-LM head tied to
+  it): the tower reads the whole table anyway, so the words are gathered from this copy, and
+  the gradient of both uses is summed here and sent to the table's device once, dense.
+  """
+  copies = _TOWER_COPIES[-1]
+  if copies is None:
+    return table
+  name = table.op.name
+  if name not in copies:
+    with tf.get_default_graph().gradient_override_map({"Identity": _DENSE_COPY_GRADIENT}):
+      # The value, not a reference: an op reading a reference runs where the variable is.
+      copies[name] = tf.identity(tf.convert_to_tensor(table),
+                                 name=name.split("/")[-1] + "_tower_copy")
+  return copies[name]
+
+
 # The stack of dropout seeds of the encoder layer being built (see seeded_dropout_scope).
 _DROPOUT_SEEDS = [None]
 
@@ -305,7 +353,8 @@ class BertModel(object):
                use_one_hot_embeddings=False,
                scope=None,
                attention_mask=None,
-               compute_type=None):
+               compute_type=None,
+               tied_output=False):
     """Constructor for BertModel.
 
     Args:
@@ -322,6 +371,9 @@ class BertModel(object):
         `input_mask`; the rewrite (seq2seq) model passes its UniLM mask here.
       compute_type: (optional) dtype of the encoder's math (tf.float16 or tf.bfloat16 for mixed
         precision). Defaults to get_compute_dtype(). Variables and outputs stay float32.
+      tied_output: (optional) bool. The caller multiplies by the whole word-embedding table (a
+        masked-LM head tied to it): the words are then gathered from the tower's copy of the
+        table (tower_copy), which get_embedding_table returns.
 
     Raises:
       InputError: the sequence is longer than config.max_position_embeddings, or the hidden
@@ -349,7 +401,7 @@ class BertModel(object):
     with tf.variable_scope(scope or "bert"):
       with tf.variable_scope("embeddings"), part_scope("embeddings"):
         (self.embedding_output, self.embedding_table) = bert_embeddings(
-            config, input_ids, token_type_ids, use_one_hot_embeddings)
+            config, input_ids, token_type_ids, use_one_hot_embeddings, tied_output)
 
       with tf.variable_scope("encoder"):
         if attention_mask is None:
@@ -398,11 +450,13 @@ class BertModel(object):
     return self.embedding_output
 
   def get_embedding_table(self):
-    """float Variable [vocab_size, hidden_size]: the word embedding table."""
+    """float [vocab_size, hidden_size]: the word embedding table (a Variable; with
+    tied_output, the tower's copy of it)."""
     return self.embedding_table
 
 
-def bert_embeddings(config, input_ids, token_type_ids, use_one_hot_embeddings=False):
+def bert_embeddings(config, input_ids, token_type_ids, use_one_hot_embeddings=False,
+                    tied_output=False):
   """BERT's input embeddings in the current variable scope (stock: "bert/embeddings").
 
   Word, position and token-type tables of width config.hidden_size, then layer norm and dropout
@@ -414,10 +468,12 @@ def bert_embeddings(config, input_ids, token_type_ids, use_one_hot_embeddings=Fa
     input_ids: int32 Tensor [batch_size, seq_length].
     token_type_ids: int32 Tensor [batch_size, seq_length].
     use_one_hot_embeddings: look words up with a one-hot matmul instead of a gather.
+    tied_output: the caller multiplies by the whole table (see embedding_lookup).
 
   Returns:
     (output float Tensor [batch_size, seq_length, hidden_size],
-     word embedding table float Variable [vocab_size, hidden_size]).
+     word embedding table float [vocab_size, hidden_size]: the Variable, or its tower copy
+     with tied_output).
   """
   output, table = embedding_lookup(
       input_ids=input_ids,
@@ -425,7 +481,8 @@ def bert_embeddings(config, input_ids, token_type_ids, use_one_hot_embeddings=Fa
       embedding_size=config.hidden_size,
       initializer_range=config.initializer_range,
       word_embedding_name="word_embeddings",
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      tied_output=tied_output)
   output = embedding_postprocessor(
       input_tensor=output,
       use_token_type=True,
@@ -718,7 +775,8 @@ def embedding_lookup(input_ids,
                      embedding_size=128,
                      initializer_range=0.02,
                      word_embedding_name="word_embeddings",
-                     use_one_hot_embeddings=False):
+                     use_one_hot_embeddings=False,
+                     tied_output=False):
   """Looks up word embeddings for id tensor.
 
   Args:
@@ -728,9 +786,12 @@ def embedding_lookup(input_ids,
     initializer_range: stddev of the table's initializer.
     word_embedding_name: name of the table variable.
     use_one_hot_embeddings: one-hot matmul instead of gather (dense instead of sparse gradient).
+    tied_output: the caller multiplies by the whole table (a tied output layer), so the tower
+      reads all of it anyway: gather from its copy (tower_copy), and return that copy.
 
   Returns:
-    (output [batch_size, seq_length, embedding_size], embedding_table [vocab_size, embedding_size]).
+    (output [batch_size, seq_length, embedding_size], embedding_table [vocab_size, embedding_size]:
+     the Variable, or its tower copy with tied_output).
   """
   if input_ids.shape.ndims == 2:
     input_ids = tf.expand_dims(input_ids, axis=[-1])
@@ -744,6 +805,9 @@ def embedding_lookup(input_ids,
   if use_one_hot_embeddings:
     one_hot_input_ids = tf.one_hot(flat_input_ids, depth=vocab_size)
     output = tf.matmul(one_hot_input_ids, embedding_table)
+  elif tied_output:
+    embedding_table = tower_copy(embedding_table)
+    output = tf.gather(embedding_table, flat_input_ids)
   else:
     # A gather gives an IndexedSlices gradient: only the rows used are sent between devices.
     # It runs where the table is (so does its gradient), so a tower on another device

@@ -526,6 +526,7 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
     schedule = pipeline.SCHEDULES[spec.pipeline_schedule](stages[i], spec.num_micro_batches)
     with strategy.tower_scope(i), modeling.part_placement_scope(placer), _jit_scope(use_xla), \
         modeling.fused_gelu_compile_scope(use_xla or not num_visible_gpus()), \
+        modeling.tower_copy_scope(), \
         modeling.layer_runner_scope(recompute_lib.layer_runner(
             spec.recompute if compute_gradients else "none")):
       loss, micro_losses, tower_outputs = _micro_batches(tower_fn, shard, global_batch,

@@ -151,7 +151,9 @@ def generator_sequence_output(bert_config, gen_config, is_training, input_ids, i
   # discriminator will look for them.
   modeling.begin_model(bert_config)
   with tf.variable_scope("bert/embeddings"), modeling.part_scope("embeddings"):
-    embedded, table = modeling.bert_embeddings(embed_config, input_ids, token_type_ids)
+    # The generator's head multiplies by the whole table: the tower reads it once.
+    embedded, table = modeling.bert_embeddings(embed_config, input_ids, token_type_ids,
+                                               tied_output=True)
   with tf.variable_scope("generator"):
     with modeling.part_scope("embeddings"):  # [B, L, Hg] leaves the stage, not [B, L, H].
       projected = modeling.dense_layer(
@@ -241,7 +243,7 @@ class Electra(object):
           features["input_ids"], positions, features["masked_lm_ids"], weights, self.samples)
       model = modeling.BertModel(
           config=bert_config, is_training=is_training, input_ids=self.corrupted_ids,
-          input_mask=input_mask, token_type_ids=features["segment_ids"])
+          input_mask=input_mask, token_type_ids=features["segment_ids"], tied_output=True)
       self.disc_sequence_output = model.get_sequence_output()
       self.disc_logits = discriminator_logits(bert_config, self.disc_sequence_output)
     token_weights = tf.cast(input_mask, tf.float32)

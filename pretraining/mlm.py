@@ -31,7 +31,8 @@ def tower_fn_builder(bert_config, has_nsp, is_training):
         is_training=is_training,
         input_ids=features["input_ids"],
         input_mask=features["input_mask"],
-        token_type_ids=features["segment_ids"])
+        token_type_ids=features["segment_ids"],
+        tied_output=True)
     positions = features["masked_lm_positions"]
     weights = features["masked_lm_weights"]
     denominator = None

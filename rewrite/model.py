@@ -120,7 +120,7 @@ def create_rewrite_model(bert_config, is_training, input_ids, input_mask, segmen
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids, input_mask=input_mask,
       token_type_ids=segment_ids,
-      attention_mask=seq2seq_attention_mask(input_mask, segment_ids))
+      attention_mask=seq2seq_attention_mask(input_mask, segment_ids), tied_output=True)
   all_label_ids, all_label_weights = next_token_labels(input_ids, input_mask, segment_ids)
   positions = prediction_positions(input_mask, segment_ids, max_target_length)
   label_ids = tf.gather(all_label_ids, positions, batch_dims=1)

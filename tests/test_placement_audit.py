@@ -17,6 +17,8 @@ from core import arguments
 from core.errors import InputError
 from engine import inference
 from engine import training
+from heads import pretraining as pretraining_heads
+import modeling
 import tower_utils
 from test_speed_features import _input_fn, _spec
 from test_towers import CONFIG, _data, _tower_fn
@@ -75,6 +77,44 @@ def test_no_gpu_is_special_in_the_training_graph(tmp_path, name):
     assert placement_audit.gpu0_ratio(report) <= 1.15, placement_audit.format_report(report)
   if name == "fp16 accumulation":
     assert report.runs == {"update": 1, "accumulate": 2}
+
+
+def _tied_mlm_tower_fn(features, global_batch):
+  """A masked-LM tower whose output layer is the word-embedding table (tied, as pretraining)."""
+  del global_batch
+  model = modeling.BertModel(CONFIG, True, features["input_ids"], features["input_mask"],
+                             tied_output=True)
+  positions = tf.zeros_like(features["input_ids"][:, :2])
+  loss = pretraining_heads.get_masked_lm_output(
+      CONFIG, model.get_sequence_output(), model.get_embedding_table(), positions,
+      features["input_ids"][:, :2], tf.ones_like(positions, tf.float32))[0]
+  return loss, {}
+
+
+def test_a_tied_table_gets_one_dense_gradient_per_tower(tmp_path):
+  """The masked-LM head reads the whole table in every tower: the tower gathers its words from
+  that copy, and sends the table's owner one dense [vocab, hidden] gradient, not that plus its
+  gathered rows (before: both crossed, and the owner, GPU:0, took 1.19x the bytes of any other
+  GPU at BERT-base shape)."""
+  spec = _train_spec(tmp_path, n_towers=N_GPUS)
+  graph, parallel = placement_audit.capture(
+      lambda: training.train(_tied_mlm_tower_fn, _input_fn(), spec), N_GPUS)
+  table = graph.get_tensor_by_name("bert/embeddings/word_embeddings:0")
+  placement = placement_audit.Placement(graph, placement_audit.home_device(parallel))
+  owner = placement.device(table.op)
+  ops = placement_audit.step_ops(graph, graph.get_collection(tower_utils.step_collection(
+      "update")))
+  into_owner = [c for c in placement_audit.crossings(ops, placement)
+                if c.dest == owner and "gradients" in c.tensor.name]
+  table_sized = [c for c in into_owner if c.tensor.shape.as_list() == table.shape.as_list()]
+  rows_sized = [c for c in into_owner if c.tensor.shape.as_list()[-1:] == [CONFIG.hidden_size]
+                and c not in table_sized and c.tensor.shape.as_list()[0] != CONFIG.hidden_size]
+  assert len(table_sized) == N_GPUS - 1, [c.tensor.name for c in table_sized]
+  assert not rows_sized, [c.tensor.name for c in rows_sized]
+  # And each tower gathers its words on its own GPU (it has the whole table already).
+  gathers = {op.name.split("/")[0]: placement.device(op) for op in ops
+             if op.type == "GatherV2" and op.name.endswith("embeddings/GatherV2")}
+  assert gathers == {"tower_%d" % i: "/GPU:%d" % i for i in range(N_GPUS)}, gathers
 
 
 def test_the_inference_graph_gathers_outputs_on_the_host_not_on_gpu0(tmp_path):
