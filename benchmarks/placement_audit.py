@@ -129,7 +129,9 @@ def build_graph(script, script_args, n_gpus):
     (tf.Graph, tower_utils.ParallelSpec of the Session it asked for).
 
   Raises:
-    InputError: the script ended (an error of its own, or nothing that needs a Session).
+    SystemExit: the script ended with an error (its own one line is printed).
+    InputError: the script ended without one before a Session (exit 0, or nothing that needs
+      a Session).
   """
   argv = sys.argv
   sys.argv = [script] + list(script_args)
@@ -138,6 +140,8 @@ def build_graph(script, script_args, n_gpus):
   except SystemExit as e:
     if e.code in (130, 143):  # the script's own interrupt line is above
       raise KeyboardInterrupt()
+    if e.code not in (0, None):  # Its own `error:` line is above: the one the user needs.
+      raise
     raise InputError("%s ended (exit code %s) before it built a graph to run: see its lines "
                      "above" % (os.path.basename(script), e.code))
   finally:

@@ -241,9 +241,16 @@ def test_the_script_ending_before_a_session_is_one_error_line(tmp_path):
                                   "--fake_gpus=2", "--", "run_classifier_mgpu.py",
                                   "--output_dir=%s" % tmp_path, timeout=120)
   assert proc.returncode == 2, proc.stderr[-2000:]
-  last = proc.stderr.strip().splitlines()[-1]
-  assert last.startswith("error: run_classifier_mgpu.py ended (exit code 2) before it built a "
-                         "graph"), proc.stderr[-2000:]
+  # The script's own line alone (the audit added a second: "... ended (exit code 2) ...").
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+  assert len(errors) == 1 and errors[0].startswith("error: at least one of --do_train"), \
+      proc.stderr[-2000:]
+  proc = script_runner.run_script(os.path.join("benchmarks", "placement_audit.py"),
+                                  "--fake_gpus=2", "--", "run_classifier_mgpu.py", "--helpshort",
+                                  timeout=120)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines()[-1].startswith(
+      "error: run_classifier_mgpu.py ended (exit code 0) before it built a graph"), proc.stderr
 
 
 def test_the_tools_parser_raises_one_input_error():
