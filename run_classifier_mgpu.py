@@ -262,12 +262,12 @@ class Task(object):
         self.tokenizer_digest, FLAGS.max_seq_length, FLAGS.truncation, self.setup.output_dir,
         self.tokenizer, FLAGS.task_name.lower(), FLAGS.long_text, self.doc_stride)
 
-  def infer(self, split, checkpoint, batch_size, what, label_ids=None):
+  def infer(self, split, checkpoint, batch_size_per_tower, what, label_ids=None):
     """The model's outputs, one row per example (document) of `split`, in input order."""
     outputs = inference.run_inference(
         classifier_model.make_tower_fn(self.bert_config, len(self.label_list), False),
         make_input_fn(self.record_files[split], False), checkpoint,
-        self.setup.inference_parallel(), batch_size, self.rows[split], what)
+        self.setup.inference_parallel(), batch_size_per_tower, self.rows[split], what)
     if not self.sliding:
       return outputs
     return windows.document_outputs(outputs, self.doc_index[split], len(self.examples[split]),

@@ -162,7 +162,7 @@ class Pipeline(object):
         run_helpers.train_spec(self.setup, num_train_steps, num_warmup_steps,
                                num_examples=num_examples), periodic_eval)
 
-  def decode(self, record_file, checkpoint, batch_size):
+  def decode(self, record_file, checkpoint, batch_size_per_tower):
     """Rewrites of every record (input order) as detokenized strings."""
     params = rewrite_decoding.decode_params_from_vocab(
         self.tokenizer.vocab, FLAGS.max_target_length, FLAGS.min_target_length,
@@ -170,16 +170,16 @@ class Pipeline(object):
     outputs = inference.run_inference(
         rewrite_decoding.make_decode_tower_fn(self.bert_config, params),
         make_input_fn(record_file, False), checkpoint, self.setup.inference_parallel(),
-        batch_size)
+        batch_size_per_tower)
     return [rewrite_data.ids_to_text(self.tokenizer, ids, params.sep_id)
             for ids in outputs["output_ids"]]
 
-  def score(self, record_file, checkpoint, batch_size):
+  def score(self, record_file, checkpoint, batch_size_per_tower):
     """(log-likelihood, number of target tokens) of every record's target, input order."""
     outputs = inference.run_inference(
         rewrite_model.make_score_tower_fn(self.bert_config, FLAGS.max_target_length),
         make_input_fn(record_file, False), checkpoint, self.setup.inference_parallel(),
-        batch_size)
+        batch_size_per_tower)
     return outputs["log_likelihood"], outputs["num_tokens"]
 
 

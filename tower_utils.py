@@ -23,7 +23,7 @@ The counts, one word each (flags in brackets):
   only serve their devices (`serve_chief_graph`).
 
 What a tower does. Each tower takes an equal slice of the process's micro-batch
-(`train_batch_size * n_towers` rows), runs its forward and backward pass on its own device
+(`batch_size_per_tower * n_towers` rows), runs its forward and backward pass on its own device
 (gradients are colocated with their forward ops), and returns its loss and gradients. A tower
 whose loss is a mean over tokens divides by its share of the token count of the whole global
 batch (`GlobalBatch.loss_denominator`), so the mean of the tower losses of all processes is the
@@ -46,7 +46,7 @@ reduces the device sums across devices and processes:
 
 Gradient accumulation (`accum_steps` = K > 1, parallel/accumulation.py): the first K-1
 micro-batches of an update only accumulate on their devices; the K-th is added and only then
-reduced, once per effective batch of `train_batch_size * towers * processes * K` rows
+reduced, once per effective batch of `batch_size_per_tower * towers * processes * K` rows
 (`global_batch_size`). The
 reduced gradient is scaled by 1/(towers of all processes * K), so it is the gradient of the
 mean loss over the effective batch.
@@ -245,9 +245,9 @@ def devices_per_process(spec):
   return -(-devices // len(spec.cluster.tasks)) if spec.cluster.in_graph else devices
 
 
-def global_batch_size(spec, rows_per_tower):
-  """Rows per update: rows_per_tower * towers * processes * accumulation steps."""
-  return rows_per_tower * spec.n_towers * spec.cluster.num_processes * spec.accum_steps
+def global_batch_size(spec, batch_size_per_tower):
+  """Rows per update: batch_size_per_tower * towers * processes * accumulation steps."""
+  return batch_size_per_tower * spec.n_towers * spec.cluster.num_processes * spec.accum_steps
 
 
 def session_config(n_devices, use_xla=False, intra_op_threads=0, inter_op_threads=0,
@@ -491,8 +491,8 @@ def build_towers(tower_fn, features, spec, compute_gradients=True, loss_scale=No
   """Builds this process's towers and the reduction of their gradients.
 
   Args:
-    tower_fn: callable(features dict of Tensors [rows_per_tower, ...], GlobalBatch) -> (loss
-      scalar Tensor or None, outputs dict of Tensors [rows_per_tower, ...]). Called once per
+    tower_fn: callable(features dict of Tensors [batch_size_per_tower, ...], GlobalBatch) -> (loss
+      scalar Tensor or None, outputs dict of Tensors [batch_size_per_tower, ...]). Called once per
       tower; creates variables with tf.get_variable.
     features: dict of Tensors [rows, ...], this process's micro-batch; rows a multiple of
       spec.n_towers.

@@ -39,7 +39,7 @@ process other than the chief, whose init_checkpoint is None, builds too).
 | output_dir | where this process writes (see above) |
 | init_checkpoint | the checkpoint this process initialises from, or None |
 | precision | "fp32", "fp16" or "bf16", from --use_fp16 / --use_bf16 |
-| train_batch_size | --train_batch_size: rows per tower per micro-step |
+| batch_size_per_tower | --train_batch_size: rows per tower per micro-step |
 | trains | whether the run trains (writes checkpoints) |
 """
 
@@ -71,7 +71,7 @@ FLAGS = flags.FLAGS
 
 
 class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "init_checkpoint",
-                                                   "precision", "train_batch_size", "trains"],
+                                                   "precision", "batch_size_per_tower", "trains"],
                                       defaults=(False,))):
   """What a run learned from its flags at start-up (see the module docstring)."""
 
@@ -103,12 +103,12 @@ class RunSetup(collections.namedtuple("RunSetup", ["parallel", "output_dir", "in
 
   @property
   def global_batch_size(self):
-    """Training examples per update: train_batch_size * towers * processes * accumulation.
+    """Training examples per update: batch_size_per_tower * towers * processes * accumulation.
 
     Scripts that derive num_train_steps from epochs divide by this, so global_step counts
     updates of the effective batch.
     """
-    return tower_utils.global_batch_size(self.parallel, self.train_batch_size)
+    return tower_utils.global_batch_size(self.parallel, self.batch_size_per_tower)
 
   def inference_parallel(self, n_towers=None):
     """The ParallelSpec of eval and predict: this process only, the same pipeline stages, and a
@@ -168,7 +168,7 @@ def from_flags(trains=False):
   spec = _parallel_spec()
   if tower_utils.serves_chief_graph(spec):
     return RunSetup(parallel=spec, output_dir=None, init_checkpoint=None,
-                    precision=_precision(), train_batch_size=FLAGS.train_batch_size)
+                    precision=_precision(), batch_size_per_tower=FLAGS.train_batch_size)
   if spec.cluster.in_graph:
     tower_utils.start_chief_graph(spec)
   _require_output_dir(trains)
@@ -186,7 +186,7 @@ def from_flags(trains=False):
                  spec.cluster.describe(), spec.cluster.num_processes, spec.cluster.describe(0),
                  FLAGS.output_dir, output_dir)
   return RunSetup(parallel=spec, output_dir=output_dir, init_checkpoint=init_checkpoint,
-                  precision=_precision(), train_batch_size=FLAGS.train_batch_size,
+                  precision=_precision(), batch_size_per_tower=FLAGS.train_batch_size,
                   trains=trains)
 
 

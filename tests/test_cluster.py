@@ -139,7 +139,7 @@ def test_a_worker_of_a_run_that_does_not_train_has_no_part(caplog):
   def setup(rank, trains):
     spec = tower_utils.parallel_spec(1, cluster=cluster.Cluster(tasks, rank, "test"))
     return run_setup.RunSetup(parallel=spec, output_dir="out", init_checkpoint=None,
-                              precision="fp32", train_batch_size=8, trains=trains)
+                              precision="fp32", batch_size_per_tower=8, trains=trains)
 
   with caplog.at_level("INFO"):
     assert setup(1, False).has_no_part()

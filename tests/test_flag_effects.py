@@ -36,7 +36,7 @@ project = {name for module, module_flags in FLAGS.flags_by_module_dict().items()
            if not module.startswith(("absl", "tensorflow")) for name in
            (f.name for f in module_flags)}
 setup = run_setup.RunSetup(parallel=tower_utils.parallel_spec(1), output_dir=tempfile.mkdtemp(),
-                           init_checkpoint=None, precision="fp32", train_batch_size=4)
+                           init_checkpoint=None, precision="fp32", batch_size_per_tower=4)
 spec = run_helpers.train_spec(setup, 10, 1)
 print(json.dumps({"effects": {name: common_flags.flag_effect(name) for name in project},
                   "compared": list(training._must_agree(spec))}))

@@ -129,7 +129,7 @@ def classifier(tmp_path_factory):
   return config, checkpoint, records
 
 
-def _predict(classifier, lengths, n_towers, batch_size):
+def _predict(classifier, lengths, n_towers, batch_size_per_tower):
   config, checkpoint, records = classifier
 
   def input_fn(rows, seed, shard):
@@ -137,7 +137,8 @@ def _predict(classifier, lengths, n_towers, batch_size):
                                          lengths=lengths)
 
   return inference.run_inference(classifier_model.make_tower_fn(config, 3, False), input_fn,
-                                checkpoint, tower_utils.parallel_spec(n_towers), batch_size)
+                                checkpoint, tower_utils.parallel_spec(n_towers),
+                                batch_size_per_tower)
 
 
 def test_batch_max_padding_and_sorted_batches_change_no_prediction_nor_row_order(classifier):
@@ -145,10 +146,10 @@ def test_batch_max_padding_and_sorted_batches_change_no_prediction_nor_row_order
   # The rows differ from one another, so equal outputs in order mean the same row order.
   assert len({tuple(np.round(p, 3)) for p in fixed["probabilities"]}) == 11
   # (towers, rows per tower, pad to a multiple of, sorting window in batches (0: none)).
-  for n_towers, batch_size, multiple, window in ((1, 4, 8, 0), (2, 3, 1, 0), (2, 3, 8, 1),
-                                                 (1, 4, 1, 2)):
+  for n_towers, batch_size_per_tower, multiple, window in (
+      (1, 4, 8, 0), (2, 3, 1, 0), (2, 3, 8, 1), (1, 4, 1, 2)):
     dynamic = _predict(classifier, input_pipeline.LengthOptions(multiple, window), n_towers,
-                       batch_size)
+                       batch_size_per_tower)
     assert dynamic["probabilities"].shape == (11, 3)  # every row, the short last batch too
     np.testing.assert_allclose(dynamic["probabilities"], fixed["probabilities"], atol=1e-5)
     np.testing.assert_allclose(dynamic["per_example_loss"], fixed["per_example_loss"],

@@ -306,7 +306,7 @@ def _setup(output_dir):
   from engine import run_setup  # pylint: disable=g-import-not-at-top
   import tower_utils  # pylint: disable=g-import-not-at-top
   return run_setup.RunSetup(parallel=tower_utils.parallel_spec(1), output_dir=str(output_dir),
-                            init_checkpoint=None, precision="fp32", train_batch_size=8)
+                            init_checkpoint=None, precision="fp32", batch_size_per_tower=8)
 
 
 def test_shape_flags_adopt_the_records_or_must_agree(data, parse_flags):
