@@ -208,6 +208,11 @@ def _main(argv):
   pipelined = [m for m in args.modes if MODES[m].get("pipeline_stages", 1) > 1]
   if pipelined and n_devices < 2:
     raise InputError("--modes=%s: pipeline modes need 2 devices or more" % ",".join(pipelined))
+  for mode in pipelined:  # Else a device would sit idle, and the table count it.
+    stages = MODES[mode]["pipeline_stages"]
+    if n_devices % stages:
+      raise InputError("--n_devices=%d: --modes=%s needs a multiple of its %d pipeline stages "
+                       "(every tower takes one device per stage)" % (n_devices, mode, stages))
   micro = max([MODES[m].get("num_micro_batches", 1) for m in args.modes])
   if args.rows % micro:
     raise InputError("--rows=%d: expected a multiple of %d (the micro-batches of %s)" %

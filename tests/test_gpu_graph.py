@@ -256,3 +256,8 @@ def test_gpu_check_runs_its_cpu_path_and_every_op_runs_where_the_graph_asked(cap
   assert gpu_check.main(["--modes=shared,gpipe", "--rows=2", "--n_devices=2"]) == 2
   assert capsys.readouterr().err.splitlines() == [
       "error: --rows=2: expected a multiple of 4 (the micro-batches of gpipe)"]
+  # 3 devices for 2 stages: one tower ran on 2 of them and the table said 2, without a word.
+  assert gpu_check.main(["--modes=gpipe", "--n_devices=3"]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      "error: --n_devices=3: --modes=gpipe needs a multiple of its 2 pipeline stages (every "
+      "tower takes one device per stage)"]
