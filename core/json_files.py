@@ -52,6 +52,8 @@ def read_object(path, types=None, required=(), advice=None, name=None):
   def fail(problem):
     raise InputError("%s: %s%s" % (name or path, problem, "; %s" % advice if advice else ""))
 
+  if os.path.isdir(path):
+    fail("is a folder; expected a JSON file")
   if not os.path.isfile(path):
     fail("no such file")
   with open(path, "rb") as f:

@@ -438,6 +438,13 @@ def test_a_damaged_export_config_is_one_error_naming_it(tmp_path, content, probl
   with pytest.raises(InputError) as raised:
     tflite_classifier.TfliteClassifier(str(tmp_path / "run" / "saved_model"), num_threads=1)
   assert str(raised.value) == expected
+  if content.startswith(b"["):  # A folder in its place, once.
+    (assets / "export_config.json").unlink()
+    (assets / "export_config.json").mkdir()
+    with pytest.raises(InputError, match="export_config.json: is a folder; expected a JSON "
+                                         "file; export the model again"):
+      tflite_classifier.TfliteClassifier(str(tmp_path / "run" / "saved_model"), num_threads=1)
+    return
   if "truncation" in problem:  # serving_compare needs only checkpoint and do_lower_case.
     return
   script = os.path.join(REPO_ROOT, "benchmarks", "serving_compare.py")
