@@ -50,7 +50,11 @@ fail() { echo "error: continued_pretraining_table.sh: $*" >&2; exit 2; }
 logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
   local log=$1 status=0; shift
   "$@" 2> "$log" || status=$?
-  [ "$status" = 0 ] || { tail -n 3 "$log" >&2; fail "${*:1:2} failed (exit $status); the whole log: $log"; }
+  [ "$status" = 0 ] && return
+  # Its last lines as context, indented: the one error: line is ours, with its own error's text.
+  tail -n 3 "$log" | grep -v '^error: ' | sed 's/^/  | /' >&2 || true
+  local why; why="$(grep '^error: ' "$log" | tail -n 1 | sed 's/^error: //')"
+  fail "${*:1:2} failed (exit $status)${why:+: $why}; the whole log: $log"
 }
 is_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
 is_positive() { python -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$1" 2> /dev/null; }
