@@ -73,10 +73,10 @@ def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_ste
     second = learning_rate_schedule(init_lr, tf.maximum(global_step - restart_at, 0),
                                     num_train_steps - restart_at, num_warmup_steps)
     return tf.where(step < float(restart_at), first, second)
-  learning_rate = tf.constant(value=init_lr, shape=[], dtype=tf.float32)
-  learning_rate = tf.train.polynomial_decay(
-      learning_rate, global_step, max(1, num_train_steps), end_learning_rate=0.0, power=1.0,
-      cycle=False)
+  scheduled_learning_rate = tf.constant(value=init_lr, shape=[], dtype=tf.float32)
+  scheduled_learning_rate = tf.train.polynomial_decay(
+      scheduled_learning_rate, global_step, max(1, num_train_steps), end_learning_rate=0.0,
+      power=1.0, cycle=False)
 
   if num_warmup_steps:
     global_steps_int = tf.cast(global_step, tf.int32)
@@ -85,8 +85,9 @@ def learning_rate_schedule(init_lr, global_step, num_train_steps, num_warmup_ste
     warmup_steps_float = tf.cast(warmup_steps_int, tf.float32)
     warmup_learning_rate = init_lr * (global_steps_float / warmup_steps_float)
     is_warmup = tf.cast(global_steps_int < warmup_steps_int, tf.float32)
-    learning_rate = (1.0 - is_warmup) * learning_rate + is_warmup * warmup_learning_rate
-  return learning_rate
+    scheduled_learning_rate = ((1.0 - is_warmup) * scheduled_learning_rate +
+                               is_warmup * warmup_learning_rate)
+  return scheduled_learning_rate
 
 
 def global_norm(grads):
@@ -255,8 +256,8 @@ def create_train_op_from_grads(grads_and_vars, init_lr, num_train_steps, num_war
       schedule restarts after them (learning_rate_schedule's restart_at).
 
   Returns:
-    (train_op, learning_rate): the op applying one update and incrementing global_step (its
-    value is global_step afterwards), and the scalar learning-rate Tensor used by it (the
+    (train_op, scheduled_learning_rate): the op applying one update and incrementing global_step
+    (its value is global_step afterwards), and the scalar Tensor of the schedule used by it (the
     rate of the head; decayed layers get a fraction of it).
   """
   return create_replicated_train_op([grads_and_vars], init_lr, num_train_steps,
@@ -282,19 +283,19 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
       skipped, global_step does not advance, and the scale is lowered.
 
   Returns:
-    (train_op, learning_rate), as create_train_op_from_grads.
+    (train_op, scheduled_learning_rate), as create_train_op_from_grads.
   """
   if global_step is None:
     global_step = tf.train.get_or_create_global_step()
   restart_at = hold.until_step if hold is not None else 0
   with tf.colocate_with(global_step):  # Scalars next to the step counter (the host's CPU).
-    learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps,
-                                           num_warmup_steps, restart_at)
+    scheduled_learning_rate = learning_rate_schedule(init_lr, global_step, num_train_steps,
+                                                     num_warmup_steps, restart_at)
   lr_factors = _layer_factors(replica_grads_and_vars, layerwise_lr_decay)
   if restart_at:
     replica_grads_and_vars, lr_factors = _hold_still(replica_grads_and_vars, hold, global_step,
                                                      lr_factors)
-  opt = make_optimizer(optimizer, learning_rate, lr_factors)
+  opt = make_optimizer(optimizer, scheduled_learning_rate, lr_factors)
 
   clipped, norms = [], []
   for grads_and_vars in replica_grads_and_vars:
@@ -317,23 +318,25 @@ def create_replicated_train_op(replica_grads_and_vars, init_lr, num_train_steps,
       return tf.identity(global_step.assign_add(1))
 
   if loss_scale is None:
-    return apply_and_count(), learning_rate
+    return apply_and_count(), scheduled_learning_rate
   # A non-finite gradient anywhere makes replica 0's global norm non-finite (the replicas agree).
   with tf.colocate_with(norms[0]):
     finite = tf.is_finite(norms[0])
   with tf.colocate_with(global_step):
     new_step = tf.cond(finite, apply_and_count, lambda: tf.identity(global_step))
     with tf.control_dependencies([loss_scale.update(finite, after=new_step)]):
-      return tf.identity(new_step), learning_rate
+      return tf.identity(new_step), scheduled_learning_rate
 
 
-def make_optimizer(name, learning_rate, lr_factors=None):
-  """The optimizer `name` ("adamw" or "lamb") with BERT's hyper-parameters.
+def make_optimizer(name, scheduled_learning_rate, lr_factors=None):
+  """The optimizer `name` ("adamw" or "lamb") with BERT's hyper-parameters, at the rate of the
+  schedule (the optimizers keep the stock argument name `learning_rate`).
 
   lr_factors: optional dict variable name -> learning-rate factor (layerwise_lr_factors).
   """
-  kwargs = dict(learning_rate=learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
-                epsilon=1e-6, exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
+  kwargs = dict(learning_rate=scheduled_learning_rate, weight_decay_rate=0.01, beta_1=0.9,
+                beta_2=0.999, epsilon=1e-6,
+                exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
                 lr_factors=lr_factors)
   if name == "adamw":
     return AdamWeightDecayOptimizer(**kwargs)

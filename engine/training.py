@@ -108,7 +108,7 @@ TrainGraph = collections.namedtuple("TrainGraph", [
     "train_op",  # applies one update; its value is global_step afterwards
     "accumulate_ops",  # None, or (first, add): micro-batches 1 and 2..K-1 of an update
     "loss",  # mean tower loss of the micro-batch, over every process
-    "learning_rate",
+    "scheduled_learning_rate",  # float32 scalar: the warm-up and decay schedule at this step
     "loss_scale",  # float32 scalar Tensor, or None without loss scaling
     "global_step",
     "sync_op",  # gives every copy of the variables the chief's values (after init/restore)
@@ -161,7 +161,7 @@ def build_train_graph(tower_fn, features, spec, new_parts=0):
       _in_precision(tower_fn, PRECISIONS[spec.precision]), features, spec.parallel,
       loss_scale=loss_scale.scale if loss_scale else None, use_xla=spec.use_xla)
   hold = head_first.plan(spec, [v for _, v in towers.replica_grads_and_vars[0]], new_parts)
-  train_op, learning_rate = optimization.create_replicated_train_op(
+  train_op, scheduled_learning_rate = optimization.create_replicated_train_op(
       towers.replica_grads_and_vars, spec.learning_rate, spec.num_train_steps,
       spec.num_warmup_steps, global_step=global_step, optimizer=spec.optimizer,
       loss_scale=loss_scale, layerwise_lr_decay=spec.layerwise_lr_decay, hold=hold)
@@ -169,7 +169,7 @@ def build_train_graph(tower_fn, features, spec, new_parts=0):
   with tf.device(host):  # The outputs are joined there.
     metrics = {name[len(METRIC_PREFIX):]: tf.reduce_sum(tf.reshape(value, [-1, 2]), axis=0)
                for name, value in towers.outputs.items() if name.startswith(METRIC_PREFIX)}
-  return TrainGraph(train_op, towers.accumulate_ops, towers.loss, learning_rate,
+  return TrainGraph(train_op, towers.accumulate_ops, towers.loss, scheduled_learning_rate,
                     loss_scale.scale if loss_scale else None, global_step,
                     towers.strategy.post_init_op(), ready_time, towers.strategy,
                     towers.grads_and_vars, grad_norm, metrics, hold)
@@ -261,7 +261,7 @@ class _StepLogger(object):
     # Under a millisecond is the hand-over from the prefetch buffer, not starvation.
     self._updates_that_waited += int(waited > 1e-3)
 
-  def log(self, step, learning_rate, summary_proto=None):
+  def log(self, step, scheduled_learning_rate, summary_proto=None):
     """Logs the interval since the last call, ending at `step`."""
     now = time.time()
     steps = max(step - self._last_step, 1)
@@ -274,7 +274,7 @@ class _StepLogger(object):
         (name, num / den) for name, (num, den) in self._metrics.items() if den > 0)
     logging.info("step %d/%d  loss %.4f  %slr %.3e  %.1f examples/sec  ETA %s  input wait %.1f%% "
                  "of step time (%d of %d steps waited)", step, self._num_train_steps, mean_loss,
-                 "".join("%s %.4f  " % item for item in metrics.items()), learning_rate,
+                 "".join("%s %.4f  " % item for item in metrics.items()), scheduled_learning_rate,
                  examples_per_sec, formatting.format_seconds(eta_seconds), 100.0 * wait_share,
                  self._updates_that_waited, self._updates)
     if self._writer is not None:
@@ -420,7 +420,7 @@ def _build_run(tower_fn, input_fn, spec, start_step, new_parts, periodic_eval):
         spec.init_checkpoint, strategy.savable_variables(), spec.init_companions)
   with tf.device(tower_utils.input_device(parallel)):  # Summaries are the host's.
     tf.summary.scalar("loss", train_graph.loss)
-    tf.summary.scalar("learning_rate", train_graph.learning_rate)
+    tf.summary.scalar("learning_rate", train_graph.scheduled_learning_rate)
     if train_graph.loss_scale is not None:
       tf.summary.scalar("loss_scale", train_graph.loss_scale)
     summary_op = tf.summary.merge_all()
@@ -607,7 +607,7 @@ def _train_loop(sess, train_graph, spec, summary_op, checkpoints, writer, early_
 def _update_fetches(train_graph, summary_op, log_now):
   """What the applying run of an update fetches: the step, learning rate and gradient norm, the
   loss scale and metrics when the graph has them, the summaries when the step is logged."""
-  fetches = {"step": train_graph.train_op, "lr": train_graph.learning_rate,
+  fetches = {"step": train_graph.train_op, "lr": train_graph.scheduled_learning_rate,
              "grad_norm": train_graph.grad_norm}
   if log_now:
     fetches["summary"] = summary_op
