@@ -241,8 +241,8 @@ def stage_devices(spec):
 def devices_per_process(spec):
   """The devices each process brings to spec's graph (--n_gpus in training): towers x stages,
   shared out over the processes of an in-graph run."""
-  devices = spec.n_towers * spec.pipeline_stages
-  return -(-devices // len(spec.cluster.tasks)) if spec.cluster.in_graph else devices
+  n_devices = spec.n_towers * spec.pipeline_stages
+  return -(-n_devices // len(spec.cluster.tasks)) if spec.cluster.in_graph else n_devices
 
 
 def global_batch_size(spec, batch_size_per_tower):
@@ -364,13 +364,13 @@ def join_processes(spec, must_agree, from_chief):
   """
   if not spec.cluster.tasks:
     return dict(from_chief)
-  devices = devices_per_process(spec)
+  n_devices = devices_per_process(spec)
   if spec.cluster.in_graph:
     _check_devices_exist(spec)
     return dict(from_chief)
   facts = collections.OrderedDict([
-      ("--n_gpus", devices),
-      ("number of devices (visible GPUs)", len(set(process_devices(devices, spec.cluster)))),
+      ("--n_gpus", n_devices),
+      ("number of devices (visible GPUs)", len(set(process_devices(n_devices, spec.cluster)))),
       ("--pipeline_stages", spec.pipeline_stages),
       ("--num_micro_batches", spec.num_micro_batches),
       ("--reduction", spec.reduction),
@@ -380,9 +380,9 @@ def join_processes(spec, must_agree, from_chief):
       ("--pipeline_schedule", spec.pipeline_schedule),
   ])
   facts.update(must_agree)
-  return cluster_lib.handshake(spec.cluster, session_config(devices, cluster=spec.cluster),
+  return cluster_lib.handshake(spec.cluster, session_config(n_devices, cluster=spec.cluster),
                                facts, from_chief, spec.collective_timeout_s,
-                               cards=gpu_cards(devices, spec.cluster))
+                               cards=gpu_cards(n_devices, spec.cluster))
 
 
 def _check_devices_exist(spec):

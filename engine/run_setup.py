@@ -333,7 +333,7 @@ def _release(path):
 def _parallel_spec():
   """The run's tower_utils.ParallelSpec, checked, from --n_gpus (devices per process),
   --pipeline_stages (devices per tower), the speed and the cluster flags."""
-  devices = cli.require_positive(FLAGS.n_gpus, "n_gpus")
+  n_devices = cli.require_positive(FLAGS.n_gpus, "n_gpus")
   stages = cli.require_positive(FLAGS.pipeline_stages, "pipeline_stages")
   micro = _num_micro_batches(stages)
   if FLAGS.train_batch_size % micro:
@@ -345,13 +345,13 @@ def _parallel_spec():
                  pipeline_stages=stages, num_micro_batches=micro, recompute=FLAGS.recompute,
                  pipeline_schedule=FLAGS.pipeline_schedule)
   if FLAGS.placement == "inter_first":
-    return tower_utils.parallel_spec(_in_graph_towers(run_cluster, devices, stages),
+    return tower_utils.parallel_spec(_in_graph_towers(run_cluster, n_devices, stages),
                                      cluster=run_cluster.in_graph_view(),
                                      placement="inter_first", **options)
-  if devices % stages:
+  if n_devices % stages:
     raise InputError("--n_gpus=%s is not a multiple of --pipeline_stages=%d: every tower "
-                     "needs %d devices, one per stage" % (devices, stages, stages))
-  return tower_utils.parallel_spec(devices // stages, cluster=run_cluster, **options)
+                     "needs %d devices, one per stage" % (n_devices, stages, stages))
+  return tower_utils.parallel_spec(n_devices // stages, cluster=run_cluster, **options)
 
 
 def _num_micro_batches(stages):
@@ -366,16 +366,16 @@ def _num_micro_batches(stages):
   return micro
 
 
-def _in_graph_towers(run_cluster, devices, stages):
+def _in_graph_towers(run_cluster, n_devices, stages):
   """The towers of --placement=inter_first: the chief's one graph holds every tower of the run,
-  devices * processes / stages of them, so to the rest of the program it is one process with
+  n_devices * processes / stages of them, so to the rest of the program it is one process with
   remote devices."""
   processes = len(run_cluster.tasks)
   if processes < 2 or stages < 2:
     raise InputError("--placement=inter_first: expected several processes (--worker_hosts, "
                      "TF_CONFIG or Slurm; found %d) and --pipeline_stages > 1 (found %d)" %
                      (processes, stages))
-  if (devices * processes) % stages:
+  if (n_devices * processes) % stages:
     raise InputError("--placement=inter_first: %d processes x --n_gpus=%d devices are not "
-                     "a multiple of --pipeline_stages=%d" % (processes, devices, stages))
-  return devices * processes // stages
+                     "a multiple of --pipeline_stages=%d" % (processes, n_devices, stages))
+  return n_devices * processes // stages

@@ -72,8 +72,8 @@ def _trajectory(spec, updates, new_parts=MLM_HEAD):
         mlm.tower_fn_builder(CONFIG, False, True), features, spec, new_parts)
     variables = {v.op.name: v for v in tf.global_variables()}
     watched = [variables[HELD], variables[NEW], variables[HELD + "/adam_m"]]
-    devices = tower_utils.devices_per_process(spec.parallel)
-    with tf.Session(graph=graph, config=tower_utils.session_config(devices)) as sess:
+    n_devices = tower_utils.devices_per_process(spec.parallel)
+    with tf.Session(graph=graph, config=tower_utils.session_config(n_devices)) as sess:
       sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
       sess.run(train_graph.sync_op)
       values = [sess.run(watched)]
