@@ -18,7 +18,9 @@ devices by a greedy size balancer; each gradient is summed on the device that ow
 where its Adam slots and update live. No card holds more than about 1/G of the optimizer state
 and the update work is split, but every step each tower reads every variable from its owner
 and sends every gradient to it. The word-embedding gather runs where the table lives, so a
-tower receives only its batch's rows and that gradient stays sparse (IndexedSlices). Wins when
+tower receives only its batch's rows and that gradient stays sparse (IndexedSlices); a tower
+whose output layer is that table (masked LM) reads it whole anyway, gathers from its copy and
+sends one dense gradient (modeling.tower_copy). Wins when
 device-to-device copies are cheap: one host (virtual CPU devices share memory), few GPUs on
 NVLink/P2P, or models whose replicated optimizer state would not fit.
 
