@@ -124,7 +124,7 @@ def make_input_fn(record_file, is_training):
       record_file, rewrite_data.name_to_features(FLAGS.max_seq_length), is_training)
 
 
-class Pipeline(object):
+class Rewriter(object):
   """The model config, tokenizer and record caching of one run."""
 
   def __init__(self, setup):
@@ -222,14 +222,14 @@ def read_inputs():
   return inputs
 
 
-def dev_scores(pipeline, checkpoint, path, rows):
+def dev_scores(rewriter, checkpoint, path, rows):
   """(metrics dict, rewrites) of `checkpoint` on dev.tsv: rewrite_metrics.EVAL_METRICS,
   global_step and beam_size."""
-  record_file = pipeline.records("dev", path, rows)
-  rewrites = pipeline.decode(record_file, checkpoint, FLAGS.eval_batch_size)
+  record_file = rewriter.records("dev", path, rows)
+  rewrites = rewriter.decode(record_file, checkpoint, FLAGS.eval_batch_size)
   _check_count(rewrites, rows, path)
   results = rewrite_metrics.rewrite_scores(rewrites, [row.target for row in rows])
-  log_likelihood, num_tokens = pipeline.score(record_file, checkpoint, FLAGS.eval_batch_size)
+  log_likelihood, num_tokens = rewriter.score(record_file, checkpoint, FLAGS.eval_batch_size)
   results["eval_loss"] = float(-np.sum(log_likelihood) / max(np.sum(num_tokens), 1.0))
   step = checkpoints.checkpoint_step(checkpoint, missing=None)
   if step is not None:  # Google's releases hold none.
@@ -238,10 +238,10 @@ def dev_scores(pipeline, checkpoint, path, rows):
   return results, rewrites
 
 
-def evaluate(pipeline, checkpoint, path, rows):
+def evaluate(rewriter, checkpoint, path, rows):
   """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
-  results, rewrites = dev_scores(pipeline, checkpoint, path, rows)
-  output_dir = pipeline.setup.output_dir
+  results, rewrites = dev_scores(rewriter, checkpoint, path, rows)
+  output_dir = rewriter.setup.output_dir
   run_helpers.write_results(
       os.path.join(output_dir, "eval_results.txt"), results,
       beside=[(os.path.join(output_dir, "eval_predictions.tsv"),
@@ -250,22 +250,22 @@ def evaluate(pipeline, checkpoint, path, rows):
   return results
 
 
-def predict(pipeline, checkpoint, path, rows):
+def predict(rewriter, checkpoint, path, rows):
   """Decodes test.tsv (or --predict_file) into predict.txt (or --predict_output), one line per
   row."""
-  record_file = pipeline.records("test", path, rows, with_targets=False)
-  rewrites = pipeline.decode(record_file, checkpoint, FLAGS.predict_batch_size)
+  record_file = rewriter.records("test", path, rows, with_targets=False)
+  rewrites = rewriter.decode(record_file, checkpoint, FLAGS.predict_batch_size)
   _check_count(rewrites, rows, path)
-  predict_input.write_lines(run_helpers.predict_output(pipeline.setup), rewrites,
+  predict_input.write_lines(run_helpers.predict_output(rewriter.setup), rewrites,
                             run_helpers.predict_output_flag())
 
 
-def rank(pipeline, checkpoint, path, rows):
+def rank(rewriter, checkpoint, path, rows):
   """Scores every candidate of --rank_file and writes rank.txt, candidates best first."""
   pairs = [rewrite_data.RewriteRow(row.line_number, row.source, candidate)
            for row in rows for candidate in row.target]
-  record_file = pipeline.records("rank", path, pairs)
-  log_likelihood, num_tokens = pipeline.score(record_file, checkpoint, FLAGS.predict_batch_size)
+  record_file = rewriter.records("rank", path, pairs)
+  log_likelihood, num_tokens = rewriter.score(record_file, checkpoint, FLAGS.predict_batch_size)
   _check_count(log_likelihood, pairs, path)
   scores = log_likelihood / np.maximum(num_tokens, 1.0)
   lines, start = [], 0
@@ -274,10 +274,10 @@ def rank(pipeline, checkpoint, path, rows):
     start += len(row.target)
     scored.sort(key=lambda pair: -pair[1])
     lines.append("\t".join("%s\t%.4f" % (candidate, score) for candidate, score in scored))
-  predict_input.write_lines(os.path.join(pipeline.setup.output_dir, "rank.txt"), lines)
+  predict_input.write_lines(os.path.join(rewriter.setup.output_dir, "rank.txt"), lines)
 
 
-def pretrain_rewrite(pipeline, files):
+def pretrain_rewrite(rewriter, files):
   """Rewrite pretraining on the --corpus_file files (export_pretrained exports it)."""
   tasks = [t.strip() for t in FLAGS.pretrain_tasks]
   unknown = sorted(set(tasks) - set(rewrite_data.PRETRAIN_TASKS))
@@ -287,7 +287,7 @@ def pretrain_rewrite(pipeline, files):
   budget = rewrite_data.source_budget(FLAGS.max_seq_length, FLAGS.max_target_length)
 
   def make_pairs():
-    passages = rewrite_data.read_passages(files, pipeline.tokenizer, FLAGS.max_seq_length - 3)
+    passages = rewrite_data.read_passages(files, rewriter.tokenizer, FLAGS.max_seq_length - 3)
     logging.info("Rewrite pretraining: %d passages from %d file(s)", len(passages), len(files))
     rng = random.Random(FLAGS.random_seed)
     pairs = []
@@ -297,18 +297,18 @@ def pretrain_rewrite(pipeline, files):
     return pairs
 
   key = tuple(input_pipeline.file_digest(f) for f in files) + (
-      pipeline.tokenizer_digest, tuple(tasks), FLAGS.pretrain_dupe_factor, FLAGS.random_seed)
+      rewriter.tokenizer_digest, tuple(tasks), FLAGS.pretrain_dupe_factor, FLAGS.random_seed)
   record_file = rewrite_data.cached_records(
-      pipeline.setup.output_dir, "pretrain", key, make_pairs, pipeline.tokenizer,
+      rewriter.setup.output_dir, "pretrain", key, make_pairs, rewriter.tokenizer,
       FLAGS.max_seq_length, FLAGS.max_target_length, targets_cut_by_design=True)
   num_examples = sum(1 for _ in tf.io.tf_record_iterator(record_file))
-  pipeline.train(record_file, num_examples)
+  rewriter.train(record_file, num_examples)
 
 
-def export_pretrained(pipeline):
+def export_pretrained(rewriter):
   """export/ after rewrite pretraining: the model variables only, the config and the
   vocabulary, to fine-tune from."""
-  checkpoints.export_model(pipeline.setup.output_dir, pipeline.bert_config, FLAGS.vocab_file,
+  checkpoints.export_model(rewriter.setup.output_dir, rewriter.bert_config, FLAGS.vocab_file,
                            FLAGS.spm_model_file)
 
 
@@ -332,26 +332,26 @@ def check_modes():
 
 
 def read_data(setup):
-  """(Pipeline, read_inputs()): every input the run needs, read before training, so a bad
+  """(Rewriter, read_inputs()): every input the run needs, read before training, so a bad
   dev, test or rank row, or a run that does not match the model already in --output_dir,
   stops it in seconds."""
   common_flags.check_periodic_eval_flags()
   common_flags.check_best_metric(rewrite_metrics.EVAL_METRICS)
-  pipeline = Pipeline(setup)
+  rewriter = Rewriter(setup)
   inputs = read_inputs()
   run_helpers.check_run_info(setup, run_helpers.run_identity(
-      pipeline.bert_config, pipeline.tokenizer_digest, input_flags=("max_target_length",)),
+      rewriter.bert_config, rewriter.tokenizer_digest, input_flags=("max_target_length",)),
                              will_train=trains())
-  return pipeline, inputs
+  return rewriter, inputs
 
 
-def train(pipeline, inputs):
+def train(rewriter, inputs):
   """Fine-tunes on train.tsv, evaluating on dev.tsv during training with
   --eval_every_n_steps."""
   path, rows = inputs["train"]
-  pipeline.train(pipeline.records("train", path, rows), len(rows), run_helpers.periodic_eval(
-      pipeline.setup,
-      lambda checkpoint: dev_scores(pipeline, checkpoint, *inputs["dev"])[0]))
+  rewriter.train(rewriter.records("train", path, rows), len(rows), run_helpers.periodic_eval(
+      rewriter.setup,
+      lambda checkpoint: dev_scores(rewriter, checkpoint, *inputs["dev"])[0]))
 
 
 def main(_):
@@ -360,24 +360,24 @@ def main(_):
   setup = run_setup.start(check_modes, trains=trains())
   if setup is None:  # It served the chief's graph, or has no part in this run.
     return
-  pipeline, inputs = read_data(setup)
+  rewriter, inputs = read_data(setup)
   if FLAGS.do_pretrain_rewrite:
-    pretrain_rewrite(pipeline, inputs["corpus"][0])
+    pretrain_rewrite(rewriter, inputs["corpus"][0])
   if FLAGS.do_train:
-    train(pipeline, inputs)
+    train(rewriter, inputs)
   if not setup.is_chief:  # The chief exports, evaluates, predicts and ranks.
     return
   if FLAGS.do_pretrain_rewrite:
-    export_pretrained(pipeline)
+    export_pretrained(rewriter)
   if FLAGS.do_eval or FLAGS.do_predict or FLAGS.predict_file or FLAGS.do_rank:
     checkpoint = run_helpers.eval_checkpoint(setup)
     logging.info("Decoding with %s", checkpoint)
     if FLAGS.do_eval:  # As the classifier: --eval_every_n_steps alone evaluates in training only.
-      evaluate(pipeline, checkpoint, *inputs["dev"])
+      evaluate(rewriter, checkpoint, *inputs["dev"])
     if "test" in inputs:
-      predict(pipeline, checkpoint, *inputs["test"])
+      predict(rewriter, checkpoint, *inputs["test"])
     if "rank" in inputs:
-      rank(pipeline, checkpoint, *inputs["rank"])
+      rank(rewriter, checkpoint, *inputs["rank"])
   if FLAGS.do_export:
     saved_model_export.export_rewriter(
         setup.output_dir, run_helpers.model_files(setup), FLAGS.max_target_length,
