@@ -313,3 +313,32 @@ def test_describe_fresh_variables_names_each_missing_head():
   assert "output bias zero" in lines[0] and "tied to the word embeddings" in lines[0]
   assert lines[1].startswith("generator/* not in --init_checkpoint (1 variables)")
   assert checkpoints.describe_fresh_variables(["output_weights", "output_bias"]) == []
+
+
+def test_a_tower_copy_changes_neither_the_loss_nor_the_gradient():
+  """tied_output gathers from the tower's copy of the table and sends its gradient dense
+  (modeling.tower_copy): the same loss and the same table gradient as the stock gather."""
+  from heads import pretraining as pretraining_heads  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1,
+                               num_attention_heads=2, intermediate_size=16,
+                               max_position_embeddings=16)
+  ids = np.random.RandomState(0).randint(1, 40, size=(3, 6)).astype(np.int32)
+  results = []
+  for tied in (False, True):
+    with tf.Graph().as_default():
+      tf.set_random_seed(1)
+      with modeling.tower_copy_scope():
+        model = modeling.BertModel(config, False, tf.constant(ids), tied_output=tied)
+        table = tf.trainable_variables()[0]
+        positions = tf.constant([[1, 2], [0, 5], [3, 3]])
+        loss = pretraining_heads.get_masked_lm_output(
+            config, model.get_sequence_output(), model.get_embedding_table(), positions,
+            tf.constant(ids[:, :2]), tf.ones([3, 2]))[0]
+      grad = tf.gradients(loss, [table])[0]
+      with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        results.append(sess.run([loss, tf.convert_to_tensor(grad)]))
+  (loss_stock, grad_stock), (loss_copy, grad_copy) = results
+  assert loss_stock == pytest.approx(loss_copy, rel=1e-6)
+  np.testing.assert_allclose(grad_copy, grad_stock, rtol=1e-5, atol=1e-7)
+  assert np.abs(grad_stock).sum() > 0
