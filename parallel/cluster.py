@@ -540,7 +540,7 @@ def handshake(cluster, config, must_agree, from_chief, timeout_s, cards=()):
     started, sess = time.time(), None
     try:
       sess = tf.Session(target, config=session_config(cluster, config))
-      with chief_watch(cluster, timeout_s):
+      with peer_watch(cluster, timeout_s):
         by_rank = {int(row[0]): row[1:] for row in sess.run(gathered)}
       disagreement = (_first_disagreement(cluster, must_agree, by_rank) or
                       _shared_card(cluster, cards, by_rank))
@@ -637,7 +637,7 @@ def leave_together(sess, barrier, cluster, timeout_s, error=None):
   itself (a process that left) is harmless.
 
   The barrier is a collective this process runs for the first time: a process other than the
-  chief whose chief has gone would wait for it without end (chief_watch bounds that).
+  chief whose chief has gone would wait for it without end (peer_watch bounds that).
 
   Args:
     sess: a Session of this process.
@@ -647,7 +647,7 @@ def leave_together(sess, barrier, cluster, timeout_s, error=None):
     error: the line to end with then, when this process already knows what failed.
   """
   try:
-    with chief_watch(cluster, timeout_s, error):
+    with peer_watch(cluster, timeout_s, error):
       sess.run(barrier)
   except tf.errors.OpError:
     pass
@@ -686,22 +686,24 @@ def _connect_error(address, seconds):
     return e
 
 
-class _ChiefWatch(object):
-  """Ends this process (one `error:` line, exit 2) when the chief's server stops answering for
-  `timeout_s` while this non-chief process waits inside TensorFlow.
+class _PeerWatch(object):
+  """Ends this process (one `error:` line, exit 2) when the server of a task it waits for stops
+  answering for `timeout_s` while this process waits inside TensorFlow.
 
   A non-chief's Session asks the chief for the step numbers of each collective it runs for the
   first time (a new set of fetches: the first update, the early-stopping vote, the barrier
   before the exit) and retries without end when the chief has gone or stopped, whatever the
-  collective's timeout or the RunOptions' deadline: no exception ever reaches Python. So a
-  thread asks the chief's server for its devices every second, and a chief silent for
-  `timeout_s` ends the process from that thread. A peer fault that TensorFlow reports itself
-  comes first (its collective timeout starts no later); the watch stops before that error's
-  line is printed, so one line is printed either way.
+  collective's timeout or the RunOptions' deadline: no exception ever reaches Python. The chief
+  of an in-graph run waits without end for a stage on a task that stopped (no collective, no
+  timeout). So a thread asks the servers of `ranks` for their devices every second, and one
+  silent for `timeout_s` ends the process from that thread. A peer fault that TensorFlow
+  reports itself comes first (its collective timeout starts no later); the watch stops before
+  that error's line is printed, so one line is printed either way.
   """
 
-  def __init__(self, cluster, timeout_s, error):
-    self._cluster, self._timeout_s, self._error = cluster, timeout_s, error
+  def __init__(self, cluster, ranks, timeout_s, error):
+    self._cluster, self._ranks, self._timeout_s = cluster, ranks, timeout_s
+    self._error = error
     self._lock, self._stopped = threading.Lock(), threading.Event()
 
   def __enter__(self):
@@ -713,18 +715,22 @@ class _ChiefWatch(object):
       self._stopped.set()
 
   def _watch(self):
-    answered = time.time()
-    while not self._stopped.wait(1.0):
-      if _serves_as(self._cluster, 0, seconds=min(2.0, self._timeout_s)):
-        answered = time.time()
-      elif time.time() - answered >= self._timeout_s:
-        break
-    else:
+    answered = dict.fromkeys(self._ranks, time.time())
+    silent = []
+    while not silent and not self._stopped.wait(1.0):
+      for rank in self._ranks:
+        if _serves_as(self._cluster, rank, seconds=min(2.0, self._timeout_s)):
+          answered[rank] = time.time()
+      silent = [r for r in self._ranks if time.time() - answered[r] >= self._timeout_s]
+    if not silent:
       return
-    line = "error: %s\n" % (self._error or "the chief stopped answering: %s (waited %d s); %s "
-                             "stops too. %s" % (_why_not_serving(self._cluster, 0, joined=True),
-                                                time.time() - answered,
-                                                self._cluster.describe(), _RELAUNCH))
+    rank = silent[0]
+    line = "error: %s\n" % (self._error or "%s stopped answering: %s (waited %d s); %s stops "
+                             "too. %s" % ("the chief" if rank == 0 else "a process serving "
+                                          "the chief's graph", _why_not_serving(
+                                              self._cluster, rank, joined=True),
+                                          time.time() - answered[rank],
+                                          self._cluster.describe(), _RELAUNCH))
     with self._lock:
       if self._stopped.is_set():
         return
@@ -738,13 +744,16 @@ class _ChiefWatch(object):
 _RELAUNCH = "Relaunch every process to resume from the chief's latest checkpoint"
 
 
-def chief_watch(cluster, timeout_s, error=None):
-  """A context in which a non-chief process ends within `timeout_s` of its chief's silence,
-  wherever TensorFlow waits (_ChiefWatch), with `error` as its line if given (what this process
-  already knows is wrong), else one naming the chief; nothing for the chief or one process."""
-  if not cluster.tasks or cluster.is_chief:
+def peer_watch(cluster, timeout_s, error=None):
+  """A context in which this process ends within `timeout_s` of the silence of a task it waits
+  for, wherever TensorFlow waits (_PeerWatch), with `error` as its line if given (what this
+  process already knows is wrong), else one naming that task: a non-chief watches the chief,
+  the chief of an in-graph run every other task; nothing for the chief of another run (its
+  collectives time out) or one process."""
+  if not cluster.tasks or (cluster.is_chief and not cluster.in_graph):
     return contextlib.nullcontext()
-  return _ChiefWatch(cluster, timeout_s, error)
+  ranks = [0] if not cluster.is_chief else list(range(1, len(cluster.tasks)))
+  return _PeerWatch(cluster, ranks, timeout_s, error)
 
 
 @contextlib.contextmanager
@@ -755,7 +764,8 @@ def peer_faults(parallel):
   --collective_timeout_s): its Session asks the chief for the step numbers of every collective
   it runs for the first time, without end if the chief left after the processes joined (while
   building its graph, say), whatever the collective's timeout. Inside, the chief's silence ends
-  it within the same timeout (chief_watch).
+  it within the same timeout, and the silence of a serving task the chief of an in-graph run
+  (peer_watch).
   """
   cluster = parallel.cluster
   if cluster.tasks and not cluster.is_chief:
@@ -765,7 +775,7 @@ def peer_faults(parallel):
                        "too. %s" % (_why_not_serving(cluster, 0, joined=True),
                                     time.time() - started, cluster.describe(), _RELAUNCH))
   try:
-    with chief_watch(cluster, parallel.collective_timeout_s):
+    with peer_watch(cluster, parallel.collective_timeout_s):
       yield
   except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
           tf.errors.CancelledError, tf.errors.InternalError) as e:

@@ -7,7 +7,9 @@ worker process runs this file as a script (2 towers each) and saves what it saw 
       --init=init.npz --out=out_dir
 
 With --chief_leaves=exit|stop, the two processes only meet once, then the chief exits or stops
-itself, and the other runs the barrier before the exit (see `chief_leaves`).
+itself, and the other runs the barrier before the exit (see `chief_leaves`); with
+--chief_leaves=serving_task_stops, the test stops the task serving an in-graph chief
+(`serving_task_stops`).
 
 The loss of each tower is a weighted sum divided by the global normaliser
 (GlobalBatch.loss_denominator), with row weights that differ between towers and processes, so
@@ -171,17 +173,46 @@ def chief_leaves(cluster, how, timeout_s):
     print("passed the barrier without the chief", file=sys.stderr, flush=True)
 
 
+def serving_task_stops(cluster, timeout_s):
+  """--placement=inter_first: the chief runs an op on the other task's device once, then (once
+  the test has stopped that task with SIGSTOP) another inside peer_faults, as its training and
+  evaluation do: its Session waited without end for the stopped task. It must end within
+  timeout_s with one `error:` line naming that task."""
+  config = tower_utils.session_config(1, cluster=cluster)
+  if not cluster.is_chief:
+    cluster_lib.serve_chief_graph(cluster, config, timeout_s)
+    return
+  in_graph = cluster.in_graph_view()
+  spec = tower_utils.parallel_spec(1, pipeline_stages=2, num_micro_batches=2, cluster=in_graph,
+                                   placement="inter_first", collective_timeout_s=timeout_s)
+  with tf.Graph().as_default():
+    with tf.device(cluster.device_prefix(1) + "/device:CPU:0"):
+      once = tf.constant(1) + 1
+      again = once * 2
+    with tower_utils.new_session(spec) as sess:
+      sess.run(once)
+      print("ran on task 1", file=sys.stderr, flush=True)
+      while cluster_lib._serves_as(cluster, 1, seconds=1):  # pylint: disable=protected-access
+        time.sleep(0.2)
+      with cluster_lib.peer_faults(spec):
+        sess.run(again)
+    print("ran again on a stopped task", file=sys.stderr, flush=True)
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--worker_hosts")
   parser.add_argument("--task_index", type=int)
   parser.add_argument("--init")
   parser.add_argument("--out")
-  parser.add_argument("--chief_leaves", choices=["exit", "stop"])
+  parser.add_argument("--chief_leaves", choices=["exit", "stop", "serving_task_stops"])
   parser.add_argument("--timeout_s", type=float, default=60)
   args = parser.parse_args()
   tf.disable_v2_behavior()
   cluster = cluster_lib.resolve(args.worker_hosts, args.task_index)
+  if args.chief_leaves == "serving_task_stops":
+    serving_task_stops(cluster, args.timeout_s)
+    return
   if args.chief_leaves:
     chief_leaves(cluster, args.chief_leaves, args.timeout_s)
     return

@@ -2,6 +2,7 @@
 
 import os
 import re
+import signal
 import sys
 import time
 
@@ -142,7 +143,8 @@ def test_a_worker_whose_chief_left_ends_within_its_timeout_at_a_first_collective
   """The chief exits, or stops (SIGSTOP), after the processes met: the other's barrier before
   the exit, a collective it runs for the first time, waited without end for the chief's step
   numbers, whatever the collective's timeout. It now ends within the timeout (plus the probes'
-  seconds), naming the chief and what is at its address."""
+  seconds), naming the chief and what is at its address. So does the chief of an in-graph run
+  whose serving task stops (its Session waited for that task without end)."""
   timeout_s = 3
   commands, addresses = [], []
   for how in ("exit", "stop"):
@@ -152,15 +154,27 @@ def test_a_worker_whose_chief_left_ends_within_its_timeout_at_a_first_collective
                                                "multiworker_case.py"),
                   "--worker_hosts=" + ",".join(hosts), "--task_index=%d" % i,
                   "--chief_leaves=" + how, "--timeout_s=%d" % timeout_s] for i in range(2)]
+  # And the chief of an in-graph run whose serving task stops (the test sends SIGSTOP).
+  hosts = ["localhost:%d" % p for p in script_runner.free_ports(2)]
+  commands += [[sys.executable, os.path.join(script_runner.REPO_ROOT, "tests",
+                                             "multiworker_case.py"),
+                "--worker_hosts=" + ",".join(hosts), "--task_index=%d" % i,
+                "--chief_leaves=serving_task_stops", "--timeout_s=%d" % timeout_s]
+               for i in range(2)]
   procs = script_runner.start_processes(commands)
   started = time.time()
   try:
-    workers = script_runner.finish_processes(procs[1::2], timeout=60)
+    in_graph_chief, serving = procs[4:]
+    ran = in_graph_chief.stderr.readline()
+    while ran and "ran on task 1" not in ran:
+      ran = in_graph_chief.stderr.readline()
+    serving.send_signal(signal.SIGSTOP)
+    workers = script_runner.finish_processes(procs[1:4:2] + [in_graph_chief], timeout=60)
   finally:
-    for chief in procs[::2]:
-      if chief.poll() is None:
-        chief.kill()  # The stopped one (a SIGKILL ends a stopped process too).
-    script_runner.finish_processes(procs[::2], timeout=10)
+    for proc in procs[::2] + [procs[5]]:
+      if proc.poll() is None:
+        proc.kill()  # The stopped ones (a SIGKILL ends a stopped process too).
+    script_runner.finish_processes(procs[::2] + [procs[5]], timeout=10)
   assert time.time() - started < 45
   expected = ["task 0 (worker:0 at %s) not reachable: nothing listens there" % addresses[0],
               "task 0 (worker:0 at {0}): its server accepts connections at {0} but does not "
@@ -171,6 +185,11 @@ def test_a_worker_whose_chief_left_ends_within_its_timeout_at_a_first_collective
         worker, "error: the chief stopped answering: " + fragment,
         "task 1 (worker:1 at ", "Relaunch every process")
     assert int(re.search(r"\(waited (\d+) s\)", line).group(1)) <= timeout_s + 3, line
+  line = script_runner.assert_one_line_error(
+      workers[2], "error: a process serving the chief's graph stopped answering: task 1 "
+      "(worker:1 at {0}): its server accepts connections at {0} but does not answer".format(
+          hosts[1]), "task 0 (worker:0 at ")
+  assert int(re.search(r"\(waited (\d+) s\)", line).group(1)) <= timeout_s + 3, line
 
 
 def test_each_process_feeds_a_disjoint_share_of_every_micro_batch():
