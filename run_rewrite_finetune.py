@@ -46,7 +46,7 @@ from engine import checkpoints
 from engine import cli
 from engine import common_flags
 from engine import inference
-from engine import input_pipeline
+from engine import input_data
 from engine import predict_input
 from engine import run_helpers
 from engine import run_setup
@@ -144,7 +144,7 @@ class Rewriter(object):
     The rows of --predict_file (a one-off file, or stdin) go to a scratch directory instead.
     """
     one_off = split == "test" and FLAGS.predict_file
-    key = (input_pipeline.file_digest(source_file) if not one_off else repr(rows),
+    key = (input_data.file_digest(source_file) if not one_off else repr(rows),
            self.tokenizer_digest, FLAGS.column_order, with_targets) + tuple(extra_key)
     return rewrite_data.cached_records(
         predict_input.scratch_dir() if one_off else self.setup.output_dir, split, key,
@@ -296,7 +296,7 @@ def pretrain_rewrite(rewriter, files):
                                                    FLAGS.max_target_length, tasks)
     return pairs
 
-  key = tuple(input_pipeline.file_digest(f) for f in files) + (
+  key = tuple(input_data.file_digest(f) for f in files) + (
       rewriter.tokenizer_digest, tuple(tasks), FLAGS.pretrain_dupe_factor, FLAGS.random_seed)
   record_file = rewrite_data.cached_records(
       rewriter.setup.output_dir, "pretrain", key, make_pairs, rewriter.tokenizer,

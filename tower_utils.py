@@ -256,7 +256,7 @@ def session_config(n_devices, use_xla=False, intra_op_threads=0, inter_op_thread
 
   On CPU-only machines it creates n_devices virtual CPU devices; they share one intra-op thread
   pool, so more towers than cores do not oversubscribe the machine. Soft placement lets the few
-  ops that have no GPU kernel (e.g. some int64 ops of the input pipeline) fall back to the CPU.
+  ops that have no GPU kernel (e.g. some int64 ops of the input) fall back to the CPU.
 
   Args:
     n_devices: devices of this process (devices_per_process of a spec).

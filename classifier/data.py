@@ -21,7 +21,7 @@ from core import atomic_files
 from core import dropped_input
 from core.errors import InputError
 from engine import cli
-from engine import input_pipeline
+from engine import input_data
 import tokenization
 
 LABELS_FILE = "labels.txt"
@@ -649,13 +649,13 @@ def cached_features_file(examples, split, source_file, label_list, tokenizer_dig
   max_seq_length, truncation, label list, task and FEATURES_FORMAT, so any change rebuilds it;
   and long_text and doc_stride (write_features) when the windows slide.
   """
-  parts = [FEATURES_FORMAT, task_name, split, input_pipeline.file_digest(source_file),
+  parts = [FEATURES_FORMAT, task_name, split, input_data.file_digest(source_file),
            examples_digest(examples), tokenizer_digest, max_seq_length, truncation,
            list(label_list)]
   if long_text != "truncate":
     parts += [long_text, doc_stride]
-  key = input_pipeline.cache_key(*parts)
-  path = input_pipeline.cached_record_path(output_dir, split, key)
+  key = input_data.cache_key(*parts)
+  path = input_data.cached_record_path(output_dir, split, key)
   if os.path.exists(path):
     logging.info("Using cached %s features %s", split, path)
     return path

@@ -12,7 +12,7 @@
 - `training.py`: the training loop (towers, accumulation, resume, divergence, early stop).
 - `checkpoints.py`: the newest intact checkpoint, restore, finite-only saves, export/.
 - `inference.py`: eval and predict over every tower, outputs back in input order.
-- `input_pipeline.py`: TFRecord datasets, length-aware batching, cache keys.
+- `input_data.py`: TFRecord datasets, length-aware batching, cache keys.
 - `periodic_eval.py`: evaluation during training, the best checkpoint, early stopping.
 - `predict_input.py`: --predict_file / --predict_output for any file or stdin.
 - `run_info.py`: output_dir/run_info.json, what produced a run directory.

@@ -259,7 +259,7 @@ def define_speed_flags():
 
 
 def define_length_flags():
-  """Length-aware batches of the fine-tuning scripts (input_pipeline.LengthOptions)."""
+  """Length-aware batches of the fine-tuning scripts (input_data.LengthOptions)."""
   _define("bool", "pad_to_batch_max", True,
           "Pad each batch only to its longest example (rounded up to --pad_to_multiple_of, at "
           "most --max_seq_length) instead of to --max_seq_length, in training, eval and "

@@ -16,7 +16,7 @@ import tensorflow.compat.v1 as tf
 from core import formatting
 from core.errors import InputError
 from engine import checkpoints
-from engine import input_pipeline
+from engine import input_data
 from parallel import cluster
 import tower_utils
 
@@ -80,13 +80,13 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
 
   The last batch is padded to the full global batch (so it splits evenly over the towers) and
   the padding rows are dropped from the result: no crash, no lost example. Batches of rows
-  sorted by length (input_pipeline.sorted_windows) are put back in input order.
+  sorted by length (input_data.sorted_windows) are put back in input order.
 
   Args:
     tower_fn: callable(features, GlobalBatch) -> (loss or None, outputs dict of Tensors
       [rows, ...]), built with dropout off.
     input_fn: callable(rows, seed, shard) -> finite tf.data.Dataset of feature dicts, in input
-      order, whose last batch may be short (shard is input_pipeline.WHOLE: every example).
+      order, whose last batch may be short (shard is input_data.WHOLE: every example).
     checkpoint: checkpoint prefix to restore.
     parallel: tower_utils.ParallelSpec of this process (towers, pipeline stages).
     batch_size_per_tower: rows per tower per step.
@@ -101,10 +101,10 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
   graph = tf.Graph()
   with graph.as_default():
     with tf.device(tower_utils.input_device(spec)):
-      dataset = input_fn(global_batch_size, 0, input_pipeline.WHOLE)
+      dataset = input_fn(global_batch_size, 0, input_data.WHOLE)
       features = tf.data.make_one_shot_iterator(dataset).get_next()
-      # Length-sorted batches (input_pipeline.sorted_windows) carry each row's input position.
-      index = features.pop(input_pipeline.INDEX_FEATURE, tf.zeros([0], tf.int64))
+      # Length-sorted batches (input_data.sorted_windows) carry each row's input position.
+      index = features.pop(input_data.INDEX_FEATURE, tf.zeros([0], tf.int64))
       features, is_real = _pad_batch(features, global_batch_size)
     towers = tower_utils.build_towers(tower_fn, features, spec, compute_gradients=False)
     saved = towers.strategy.savable_variables()  # stock names; replicas copy them (post_init)
@@ -128,13 +128,13 @@ def run_inference(tower_fn, input_fn, checkpoint, parallel, batch_size_per_tower
           break
         keep = real > 0.5
         done += int(np.sum(keep))
-        collected[input_pipeline.INDEX_FEATURE].append(positions)
+        collected[input_data.INDEX_FEATURE].append(positions)
         for name, value in outputs.items():
           collected[name].append(value[keep])
         if time.time() - last_log >= INFERENCE_LOG_SECONDS:
           _log_inference(what, done, num_examples, start)
           last_log = time.time()
       _log_inference(what, done, num_examples, start, final=True)
-  positions = np.concatenate(collected.pop(input_pipeline.INDEX_FEATURE, [np.zeros([0])]))
+  positions = np.concatenate(collected.pop(input_data.INDEX_FEATURE, [np.zeros([0])]))
   order = np.argsort(positions, kind="stable") if len(positions) else slice(None)
   return {name: np.concatenate(values, axis=0)[order] for name, values in collected.items()}

@@ -21,7 +21,7 @@ from core.errors import InputError
 from engine import checkpoints
 from engine import cli
 from engine import common_flags
-from engine import input_pipeline
+from engine import input_data
 from engine import periodic_eval as periodic_eval_lib
 from engine import predict_input
 from engine import run_info
@@ -33,12 +33,12 @@ FLAGS = flags.FLAGS
 
 
 def length_options(is_training):
-  """The input_pipeline.LengthOptions of the length flags (flags checked in check_shared_flags)."""
+  """The input_data.LengthOptions of the length flags (flags checked in check_shared_flags)."""
   if "pad_to_batch_max" not in FLAGS or not FLAGS.pad_to_batch_max:
-    return input_pipeline.FIXED_LENGTH
+    return input_data.FIXED_LENGTH
   # Eval and predict always sort by length within windows (outputs come back in input order);
   # training only with --bucket_by_length.
-  return input_pipeline.LengthOptions(
+  return input_data.LengthOptions(
       FLAGS.pad_to_multiple_of, FLAGS.bucket_window if FLAGS.bucket_by_length or not is_training
       else 0)
 
@@ -48,8 +48,8 @@ def record_input_fn(record_file, name_to_features, is_training):
   lengths = length_options(is_training)
 
   def input_fn(rows, seed, shard):
-    return input_pipeline.record_dataset([record_file], name_to_features, rows, is_training,
-                                         seed=seed, shard=shard, lengths=lengths)
+    return input_data.record_dataset([record_file], name_to_features, rows, is_training,
+                                     seed=seed, shard=shard, lengths=lengths)
 
   return input_fn
 
@@ -170,8 +170,8 @@ def _load_tokenizer(setup, bert_config, special_tokens):
           "spm_model_file" if FLAGS.spm_model_file else "vocab_file", vocab_path),
       "every input is built with %s; is this the model's vocabulary?" %
       ", ".join(special_tokens))
-  digest = input_pipeline.cache_key(input_pipeline.file_digest(vocab_path), FLAGS.do_lower_case,
-                                    bool(FLAGS.spm_model_file))
+  digest = input_data.cache_key(input_data.file_digest(vocab_path), FLAGS.do_lower_case,
+                                bool(FLAGS.spm_model_file))
   return tokenizer, digest
 
 
@@ -315,8 +315,8 @@ def train_spec(setup, num_train_steps, num_warmup_steps, max_seq_length=None, ef
       head_first_steps=head_first_steps,
       init_companions=tuple(init_companions),
       num_examples=num_examples,
-      model_digest=input_pipeline.cache_key(
-          input_pipeline.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
+      model_digest=input_data.cache_key(
+          input_data.file_digest(FLAGS.bert_config_file) if FLAGS.bert_config_file else "",
           max_seq_length or FLAGS.max_seq_length, FLAGS.do_lower_case,
           run_info.identity(run_info.read(setup.output_dir) or {})),
       agreed_flags=tuple(common_flags.training_flags(effective).items()))

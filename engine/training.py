@@ -5,7 +5,7 @@ for one tower, and an `input_fn(rows, seed, shard) -> tf.data.Dataset`. This mod
 towers (through tower_utils), the optimizer, checkpointing, logging and TensorBoard summaries,
 and runs the loop with a plain Session and Saver. Scripts never learn how many towers or
 processes there are: `global_batch` gives a tower the normaliser of a token-averaged loss, and
-`shard` names the part of the data this process reads (pass it to input_pipeline).
+`shard` names the part of the data this process reads (pass it to input_data).
 
 Checkpoints (engine/checkpoints.py). A run resumes from the newest intact checkpoint of its
 output_dir and continues from its global_step. A save happens only when every saved variable is
@@ -21,9 +21,9 @@ Speed options (TrainSpec fields, from the shared flags): `precision` fp16 (dynam
 or bf16 mixed precision, `use_xla`, `optimizer` (adamw / lamb), and `parallel`
 (tower_utils.ParallelSpec: towers, reduction, accumulation of K micro-batches per update -- K-1
 runs that only accumulate, then one that reduces and applies -- and the processes of a
-multi-process run). Every batch is stamped with tf.timestamp() as it leaves the input
-pipeline; a run that starts before its batch was ready waited for input, and the log reports the
-share of step time spent waiting in each logging interval.
+multi-process run). Every batch is stamped with tf.timestamp() as it leaves the input; a run
+that starts before its batch was ready waited for input, and the log reports the share of step
+time spent waiting in each logging interval.
 """
 
 import collections
@@ -41,7 +41,7 @@ from engine import checkpoints as checkpoint_lib
 from engine import cli
 from engine import divergence
 from engine import head_first
-from engine import input_pipeline
+from engine import input_data
 from engine import run_info
 import modeling
 import optimization
@@ -99,7 +99,7 @@ class TrainSpec(collections.namedtuple("TrainSpec", _TRAIN_SPEC_FIELDS,
 
 
 PRECISIONS = {"fp32": tf.float32, "fp16": tf.float16, "bf16": tf.bfloat16}
-# Added to each batch by train(): when the batch left the input pipeline (seconds since epoch).
+# Added to each batch by train(): when the batch left the input (seconds since epoch).
 _READY_TIME = "_batch_ready_time"
 # A float16 run that keeps skipping updates at the minimum loss scale is diverging.
 _MAX_CONSECUTIVE_SKIPS = 50
@@ -112,7 +112,7 @@ TrainGraph = collections.namedtuple("TrainGraph", [
     "loss_scale",  # float32 scalar Tensor, or None without loss scaling
     "global_step",
     "sync_op",  # gives every copy of the variables the chief's values (after init/restore)
-    "ready_time",  # float64 scalar: when the micro-batch left the input pipeline, or None
+    "ready_time",  # float64 scalar: when the micro-batch left the input, or None
     "strategy",  # the parallel strategy: savable_variables(), is_chief, consistency_check()
     "grads_and_vars",  # replica 0's reduced (gradient, variable) pairs of the update
     "grad_norm",  # float32 scalar: the global norm of those gradients (before clipping)
@@ -186,10 +186,10 @@ def _in_precision(tower_fn, dtype):
 
 
 def stamp_ready_time(dataset):
-  """Adds each batch's ready time (tf.timestamp()) as it leaves `dataset`'s pipeline.
+  """Adds each batch's ready time (tf.timestamp()) as it leaves `dataset`.
 
   The stamp is taken by a map followed by a one-batch prefetch, so it is the time the batch was
-  produced, ahead of the step that consumes it unless the pipeline is too slow.
+  produced, ahead of the step that consumes it unless the input is too slow.
   """
 
   def stamp(features):
@@ -197,7 +197,7 @@ def stamp_ready_time(dataset):
     features[_READY_TIME] = tf.timestamp()
     return features
 
-  return input_pipeline.plain_map(dataset, stamp).prefetch(1)
+  return input_data.plain_map(dataset, stamp).prefetch(1)
 
 
 def run_update(sess, train_graph, accum_steps, final_fetches):
@@ -308,7 +308,7 @@ def train(tower_fn, input_fn, spec, periodic_eval=None):
       (scalar loss Tensor, outputs dict). Builds the training model (dropout on) for one tower.
     input_fn: callable(rows, seed, shard) -> infinite tf.data.Dataset of feature dicts with
       batches of exactly `rows` rows (one micro-batch of this process's towers), reading only
-      input_pipeline.Shard `shard` of the data.
+      input_data.Shard `shard` of the data.
     spec: TrainSpec.
     periodic_eval: optional periodic_eval.PeriodicEval: the chief evaluates the checkpoint it
       saves every periodic_eval.every_n_steps steps and at the end; when it says stop, every
@@ -402,7 +402,7 @@ _Run = collections.namedtuple("_Run", ["train_graph", "summary_op", "saver", "in
 
 
 def _build_run(tower_fn, input_fn, spec, start_step, new_parts, periodic_eval):
-  """Builds the input pipeline, the TrainGraph and what the loop runs with it (a _Run) in the
+  """Builds the input, the TrainGraph and what the loop runs with it (a _Run) in the
   default graph; the chief records the schedule and, at step 0, restores init_checkpoint."""
   parallel = spec.parallel
   tf.set_random_seed(spec.seed)

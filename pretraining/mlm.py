@@ -21,7 +21,7 @@ def tower_fn_builder(bert_config, has_nsp, is_training):
   returns no loss and, per example, what eval_results.txt and predict.txt are computed from:
   masked_lm_log_prob [rows, P] (log-probability of the original token), masked_lm_predictions
   [rows, P], the masked_lm_positions/ids/weights [rows, P] the model saw (dynamic masks are only
-  known after the input pipeline), and with NSP next_sentence_log_prob / _predictions /
+  known after the input), and with NSP next_sentence_log_prob / _predictions /
   _labels [rows].
   """
 

@@ -16,7 +16,7 @@ All features are int64 except masked_lm_weights (float32).
 import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
-from engine import input_pipeline
+from engine import input_data
 from pretraining import masking
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -71,7 +71,7 @@ def inspect_records(path):
     raise InputError("%s: not a TFRecord file (%s)" % (path, e.message.splitlines()[0]))
   if first is None:
     raise InputError("%s: holds no records (expected BERT pretraining examples)" % path)
-  input_pipeline.check_framing(path)  # A TFRecord file, but is it whole?
+  input_data.check_framing(path)  # A TFRecord file, but is it whole?
   try:
     features = tf.train.Example.FromString(first).features.feature
   except Exception:  # pylint: disable=broad-except
@@ -113,7 +113,7 @@ def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_exa
 
   Returns:
     callable(rows, seed, shard) -> tf.data.Dataset of feature dicts, each Tensor [rows, ...]
-    (the last eval batch may be short), reading input_pipeline.Shard `shard` when training;
+    (the last eval batch may be short), reading input_data.Shard `shard` when training;
     always with masked_lm_* features (made on the fly for dynamic records).
   """
   features_spec = name_to_features(
@@ -121,23 +121,23 @@ def input_fn_builder(input_files, fmt, is_training, masking_config=None, max_exa
 
   def input_fn(rows, seed, shard):
     if is_training:
-      d = input_pipeline.record_dataset(input_files, features_spec, rows, True, seed=seed,
-                                        shard=shard)
+      d = input_data.record_dataset(input_files, features_spec, rows, True, seed=seed,
+                                    shard=shard)
       if fmt["dynamic"]:
         # Batch numbers keep growing over the endless dataset, so every pass over the data gets
         # new masks; a resumed run starts from another seed (training.train adds the step).
-        d = input_pipeline.plain_map(d.enumerate(),
-                                     lambda i, f: apply_masks(f, masking_config, [seed, i]))
+        d = input_data.plain_map(d.enumerate(),
+                                 lambda i, f: apply_masks(f, masking_config, [seed, i]))
       return d
     d = tf.data.TFRecordDataset(input_files)
     if max_examples:
       d = d.take(max_examples)
-    d = input_pipeline.plain_map(
-        d, lambda record: input_pipeline.decode_record(record, features_spec))
+    d = input_data.plain_map(
+        d, lambda record: input_data.decode_record(record, features_spec))
     if fmt["dynamic"]:
       # Eval masks are seeded per example, so every checkpoint, batch size and --n_gpus is
       # scored on the same masked positions.
-      d = input_pipeline.plain_map(
+      d = input_data.plain_map(
           d.batch(1).enumerate(), lambda i, f: apply_masks(f, masking_config, [seed, i])).unbatch()
     return d.batch(rows)
 

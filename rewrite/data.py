@@ -23,7 +23,7 @@ from core import atomic_files
 from core import dropped_input
 from core.errors import InputError
 from engine import cli
-from engine import input_pipeline
+from engine import input_data
 import tokenization
 
 # Bumped whenever the packing changes, so old cached records are not reused.
@@ -216,8 +216,8 @@ def cached_records(output_dir, split, key_parts, make_pairs, tokenizer, max_seq_
   Returns:
     the record file path.
   """
-  key = input_pipeline.cache_key(RECORD_FORMAT, max_seq_length, max_target_length, *key_parts)
-  path = input_pipeline.cached_record_path(output_dir, split, key)
+  key = input_data.cache_key(RECORD_FORMAT, max_seq_length, max_target_length, *key_parts)
+  path = input_data.cached_record_path(output_dir, split, key)
   if tf.io.gfile.exists(path):
     logging.info("Using cached %s records %s", split, path)
   else:

@@ -96,13 +96,13 @@ def run_model_files(checkpoint, bert_config_file, vocab_file, do_lower_case):
     do_lower_case = (info.get("vocab") or {}).get("do_lower_case", True)
   bert_config_file, vocab_file = given["bert_config_file"], given["vocab_file"]
   if info:
-    from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+    from engine import input_data  # pylint: disable=g-import-not-at-top
     identity = {}
     if bert_config_file:
       identity["bert_config"] = modeling.BertConfig.from_json_file(
           cli.require_file(bert_config_file, "bert_config_file")).to_dict()
     if vocab_file and not recorded.get("spm_model_file"):
-      identity["vocab"] = {"digest": input_pipeline.cache_key(input_pipeline.file_digest(
+      identity["vocab"] = {"digest": input_data.cache_key(input_data.file_digest(
           cli.require_file(vocab_file, "vocab_file")), do_lower_case, False),
                            "do_lower_case": do_lower_case}
     run_info.check(run_dir, identity, True, flag="checkpoint",

@@ -711,14 +711,14 @@ def test_transformers_electra_gives_our_logits(electra_run):
 def _recorded_run(run_dir, config_file, vocab_file, do_lower_case=False):
   """A run directory whose run_info.json records config_file and vocab_file as a run script
   does (run_helpers.run_identity)."""
-  from engine import input_pipeline  # pylint: disable=g-import-not-at-top
+  from engine import input_data  # pylint: disable=g-import-not-at-top
   from engine import run_info  # pylint: disable=g-import-not-at-top
   os.makedirs(run_dir)
   run_info.write(run_dir, {
       "script": "run_classifier_mgpu.py",
       "bert_config": modeling.BertConfig.from_json_file(config_file).to_dict(),
-      "vocab": {"digest": input_pipeline.cache_key(input_pipeline.file_digest(vocab_file),
-                                                   do_lower_case, False),
+      "vocab": {"digest": input_data.cache_key(input_data.file_digest(vocab_file),
+                                               do_lower_case, False),
                 "do_lower_case": do_lower_case},
       run_info.FLAGS_KEY: {"bert_config_file": config_file, "vocab_file": vocab_file,
                            "do_lower_case": do_lower_case}})

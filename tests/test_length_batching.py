@@ -1,4 +1,4 @@
-"""Length-aware batches (input_pipeline.LengthOptions): padding to each batch's longest row and
+"""Length-aware batches (input_data.LengthOptions): padding to each batch's longest row and
 bucketing by length change no prediction and lose, repeat or reorder no row."""
 
 import collections
@@ -13,7 +13,7 @@ import tensorflow.compat.v1 as tf
 from classifier import model as classifier_model
 from core.errors import InputError
 from engine import inference
-from engine import input_pipeline
+from engine import input_data
 import modeling
 import tower_utils
 
@@ -43,9 +43,9 @@ def _write_records(path, lengths, seed=0):
 def test_sorted_windows_batch_similar_lengths_and_give_each_row_its_input_position(tmp_path):
   lengths = [9, 3, 31, 17, 4, 25, 12, 30, 6, 20, 8]
   path = _write_records(tmp_path / "test.tf_record", lengths)
-  batches = _batches(path, 2, False, input_pipeline.LengthOptions(8, 3))
+  batches = _batches(path, 2, False, input_data.LengthOptions(8, 3))
   assert [len(b["label_ids"]) for b in batches] == [2, 2, 2, 2, 2, 1]
-  positions = np.concatenate([b[input_pipeline.INDEX_FEATURE] for b in batches])
+  positions = np.concatenate([b[input_data.INDEX_FEATURE] for b in batches])
   assert list(np.concatenate([b["label_ids"] for b in batches])) == list(positions)
   assert sorted(positions) == list(range(11))
   # Windows of 3 x 2 rows: rows 0-5 sorted by length, then rows 6-10.
@@ -56,7 +56,7 @@ def test_sorted_windows_batch_similar_lengths_and_give_each_row_its_input_positi
 def _batches(path, rows, is_training, lengths, count=None):
   """The first `count` batches (all, when not training) as dicts of numpy arrays."""
   with tf.Graph().as_default():
-    d = input_pipeline.record_dataset([path], SPEC, rows, is_training, seed=7, lengths=lengths)
+    d = input_data.record_dataset([path], SPEC, rows, is_training, seed=7, lengths=lengths)
     batch = tf.data.make_one_shot_iterator(d).get_next()
     out = []
     with tf.Session() as sess:
@@ -70,9 +70,9 @@ def _batches(path, rows, is_training, lengths, count=None):
 
 def test_padded_length_rounds_up_and_never_exceeds_max_seq_length():
   with tf.Graph().as_default(), tf.Session() as sess:
-    got = sess.run([input_pipeline.padded_length(n, 8, 30) for n in (1, 8, 9, 24, 25, 30)])
+    got = sess.run([input_data.padded_length(n, 8, 30) for n in (1, 8, 9, 24, 25, 30)])
     mask = tf.constant([[1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]])
-    assert list(sess.run(input_pipeline.row_lengths(mask))) == [2, 3, 0]
+    assert list(sess.run(input_data.row_lengths(mask))) == [2, 3, 0]
   assert got == [8, 8, 16, 24, 30, 30]
 
 
@@ -80,7 +80,7 @@ def test_bucketing_keeps_every_example_once_per_epoch(tmp_path):
   rng = np.random.RandomState(3)
   n, batch, window = 37, 4, 3
   path = _write_records(tmp_path / "train.tf_record", rng.randint(2, MAX_SEQ + 1, size=n))
-  lengths = input_pipeline.LengthOptions(pad_to_multiple=8, bucket_window=window)
+  lengths = input_data.LengthOptions(pad_to_multiple=8, bucket_window=window)
   # 37 windows of 3 x 4 rows = 444 rows = 12 epochs of 37 examples.
   batches = _batches(path, batch, True, lengths, count=37 * window)
   counts = collections.Counter()
@@ -94,7 +94,7 @@ def test_bucketing_keeps_every_example_once_per_epoch(tmp_path):
   assert sorted(counts) == list(range(n)) and set(counts.values()) == {12}
 
   # Bucketing makes batches shorter than the same stream cut into batches as it comes.
-  plain = _batches(path, batch, True, input_pipeline.LengthOptions(8, 0), count=len(batches))
+  plain = _batches(path, batch, True, input_data.LengthOptions(8, 0), count=len(batches))
   mean_length = lambda bs: np.mean([b["input_ids"].shape[1] for b in bs])
   assert mean_length(batches) < 0.85 * mean_length(plain), (mean_length(batches),
                                                              mean_length(plain))
@@ -133,8 +133,8 @@ def _predict(classifier, lengths, n_towers, batch_size_per_tower):
   config, checkpoint, records = classifier
 
   def input_fn(rows, seed, shard):
-    return input_pipeline.record_dataset([records], SPEC, rows, False, seed=seed, shard=shard,
-                                         lengths=lengths)
+    return input_data.record_dataset([records], SPEC, rows, False, seed=seed, shard=shard,
+                                     lengths=lengths)
 
   return inference.run_inference(classifier_model.make_tower_fn(config, 3, False), input_fn,
                                 checkpoint, tower_utils.parallel_spec(n_towers),
@@ -148,7 +148,7 @@ def test_batch_max_padding_and_sorted_batches_change_no_prediction_nor_row_order
   # (towers, rows per tower, pad to a multiple of, sorting window in batches (0: none)).
   for n_towers, batch_size_per_tower, multiple, window in (
       (1, 4, 8, 0), (2, 3, 1, 0), (2, 3, 8, 1), (1, 4, 1, 2)):
-    dynamic = _predict(classifier, input_pipeline.LengthOptions(multiple, window), n_towers,
+    dynamic = _predict(classifier, input_data.LengthOptions(multiple, window), n_towers,
                        batch_size_per_tower)
     assert dynamic["probabilities"].shape == (11, 3)  # every row, the short last batch too
     np.testing.assert_allclose(dynamic["probabilities"], fixed["probabilities"], atol=1e-5)

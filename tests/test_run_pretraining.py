@@ -12,7 +12,7 @@ import tensorflow.compat.v1 as tf
 from core.errors import InputError
 import create_pretraining_data
 from engine import cli
-from engine import input_pipeline
+from engine import input_data
 from heads import pretraining as pretraining_model
 import modeling
 from pretraining import masking
@@ -152,7 +152,7 @@ def _dynamic_batches(data, is_training, batch_size, num_batches=None):
   input_fn = pretraining_records.input_fn_builder([data["dynamic_mlm"]], fmt, is_training,
                                                    config)
   with tf.Graph().as_default(), tf.Session() as sess:
-    dataset = input_fn(batch_size, 3, input_pipeline.WHOLE)
+    dataset = input_fn(batch_size, 3, input_data.WHOLE)
     if num_batches:
       dataset = dataset.take(num_batches)
     next_batch = tf.data.make_one_shot_iterator(dataset).get_next()

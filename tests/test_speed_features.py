@@ -260,7 +260,7 @@ def test_lamb_matches_a_numpy_step_with_stock_slot_names():
 
 
 def _input_fn(delay_seconds=0.0):
-  """input_fn over a fixed synthetic task; each batch waits `delay_seconds` (a slow pipeline)."""
+  """input_fn over a fixed synthetic task; each batch waits `delay_seconds` (a slow input)."""
 
   def slow(features):
     wait = tf.py_function(lambda: time.sleep(delay_seconds) or 0.0, [], tf.float32)

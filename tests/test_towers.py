@@ -6,7 +6,7 @@ import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
 from engine import inference
-from engine import input_pipeline
+from engine import input_data
 import modeling
 import optimization
 import tower_utils
@@ -198,7 +198,7 @@ def test_inference_keeps_every_example_in_order_when_batches_do_not_divide():
 
   def input_fn(rows, seed, shard):
     del seed
-    assert shard == input_pipeline.WHOLE
+    assert shard == input_data.WHOLE
     ids = np.arange(num_examples, dtype=np.int32)
     return tf.data.Dataset.from_tensor_slices({"x": ids}).batch(rows)
 

@@ -1,4 +1,4 @@
-"""TFRecord input pipelines and cache keys shared by all run scripts."""
+"""TFRecord input (datasets, length-aware batches) and cache keys shared by all run scripts."""
 
 import collections
 import hashlib
