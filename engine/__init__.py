@@ -10,6 +10,8 @@
 - `run_setup.py`: the RunSetup built once from the flags at start-up (parallel spec, chief or
   not, where this process writes, what it restores, precision, global batch).
 - `training.py`: the training loop (towers, accumulation, resume, divergence, early stop).
+- `head_first.py`: --head_first_steps, the parts a checkpoint lacks trained first.
+- `divergence.py`: when the loss left its normal range; the checkpoint safe to resume.
 - `checkpoints.py`: the newest intact checkpoint, restore, finite-only saves, export/.
 - `inference.py`: eval and predict over every tower, outputs back in input order.
 - `input_data.py`: TFRecord datasets, length-aware batching, cache keys.
