@@ -48,6 +48,8 @@ FLAGS = flags.FLAGS
 
 
 MASKING_CHOICES = masking.STRATEGIES
+# --num_workers above this many per CPU is refused (5000 started 5000 processes on 2 cores).
+MAX_WORKERS_PER_CPU = 4
 
 # (kind, name, default, help). The single source of the flags and of `Options` defaults.
 _FLAG_SPECS = (
@@ -195,6 +197,13 @@ def check_options(opts):
                "shuffle_window", "log_every_docs"):
     if getattr(opts, name) < 1:
       raise InputError("--%s=%s: expected an integer >= 1" % (name, getattr(opts, name)))
+  cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  if opts.num_workers > MAX_WORKERS_PER_CPU * (cpus or 1):
+    raise InputError("--num_workers=%d: this machine gives the run %d CPU(s); more than %d "
+                     "workers (%d per CPU) only add memory, each holding the vocabulary and "
+                     "segmenter, and start-up time; use --num_workers=%d" %
+                     (opts.num_workers, cpus, MAX_WORKERS_PER_CPU * cpus, MAX_WORKERS_PER_CPU,
+                      cpus))
   shortest = 3 if opts.no_nsp else 5
   if opts.max_seq_length < shortest:
     raise InputError("--max_seq_length=%d: expected at least %d ([CLS] A [SEP]%s)" %

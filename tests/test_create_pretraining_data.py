@@ -333,6 +333,9 @@ def test_bad_inputs_raise_input_error(tmp_path, monkeypatch):
        r"--max_predictions_per_seq=80 exceeds --max_seq_length=64"),
       (dict(input_file=good, masking="span"), r"--masking=span: expected one of"),
       (dict(input_file=good, vocab_file=str(tmp_path / "none.txt")), r"none\.txt: no such"),
+      # 5000 started 5000 processes on 2 cores (interrupted after 2 minutes, still starting).
+      (dict(input_file=good, num_workers=5000),
+       r"--num_workers=5000: this machine gives the run \d+ CPU\(s\); more than \d+ workers"),
   ]
   vocab_lines = open(_ENGLISH_VOCAB, encoding="utf-8").read().split("\n")
   no_mask = _write(tmp_path, "no_mask_vocab.txt",
