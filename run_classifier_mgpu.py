@@ -196,7 +196,7 @@ class Task(object):
     if FLAGS.do_train:
       self.examples["train"] = self.processor.get_train_examples(FLAGS.data_dir)
     self.label_list = self.processor.get_labels()
-    if FLAGS.do_eval or FLAGS.eval_every_n_steps:
+    if common_flags.reads_dev_set():
       common_flags.check_best_metric(classifier_metrics.metric_names(self.label_list))
       self.examples["dev"] = self.processor.get_dev_examples(FLAGS.data_dir)
     classifier_data.check_classes(self.examples, self.label_list, self.source)

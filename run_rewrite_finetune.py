@@ -200,7 +200,7 @@ def read_inputs():
   if FLAGS.do_train:
     path = _data_file("train.tsv")
     inputs["train"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order))
-  if FLAGS.do_eval or FLAGS.eval_every_n_steps:
+  if common_flags.reads_dev_set():
     path = _data_file("dev.tsv")
     inputs["dev"] = (path, rewrite_data.read_rewrite_tsv(path, FLAGS.column_order))
   read_test = lambda path: rewrite_data.read_rewrite_tsv(path, FLAGS.column_order,

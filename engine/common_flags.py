@@ -323,6 +323,12 @@ def check_periodic_eval_flags():
                      "--eval_every_n_steps) to keep a best checkpoint")
 
 
+def reads_dev_set():
+  """Whether the run reads the dev set: --do_eval, or --eval_every_n_steps while it trains
+  (without --do_eval it evaluates during training only, in every run script)."""
+  return bool(FLAGS.do_eval or (FLAGS.eval_every_n_steps and FLAGS.do_train))
+
+
 def check_best_metric(metrics):
   """Raises InputError unless --best_metric is one of `metrics` (what the script's eval gives)."""
   if FLAGS.best_metric not in metrics:

@@ -102,11 +102,17 @@ def test_learns_synthetic_rule_through_the_script(tmp_path):
 
   # --predict_file from stdin (plain text, an empty line too) to stdout, without --data_dir:
   # the same rewrites as predict.txt's, in other batches.
+  # --eval_every_n_steps without --do_eval evaluates during training only, as the classifier:
+  # this run leaves the first run's eval_results.txt as it was.
+  with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as f:
+    eval_results = f.read()
   flags = [f for f in _common_flags(data_dir, output_dir) if not f.startswith("--data_dir")]
   result = run_script("run_rewrite_finetune.py", *flags, "--beam_size=2", "--n_gpus=2",
                       "--predict_batch_size=3", "--predict_file=-", "--predict_output=-",
-                      input="\n".join(test_sources[:5] + [""]) + "\n")
+                      "--eval_every_n_steps=250", input="\n".join(test_sources[:5] + [""]) + "\n")
   assert result.returncode == 0, result.stderr[-3000:]
+  with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as f:
+    assert f.read() == eval_results
   lines = result.stdout.split("\n")
   assert len(lines) == 7 and lines[:5] == predictions[:5] and lines[6] == "", lines
 
