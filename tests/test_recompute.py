@@ -9,13 +9,18 @@ import pytest
 import tensorflow.compat.v1 as tf
 
 import modeling
-from test_pipeline import CONFIG, _assert_same_update, _classifier_data, _one_update
+from test_pipeline import CONFIG as PIPELINE_CONFIG
+from test_pipeline import _assert_same_update, _classifier_data, _one_update
 from test_towers import classifier_tower_fn
 import tower_utils
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
 
+# Two layers (test_pipeline's CONFIG has four): recomputation is per layer, and two layers
+# already make one recomputed layer feed another and split over two pipeline stages; graphs of
+# half the size (the tests' CPU is mostly building them).
+CONFIG = modeling.BertConfig(**dict(PIPELINE_CONFIG.to_dict(), num_hidden_layers=2))
 DROPOUT_CONFIG = modeling.BertConfig(**dict(CONFIG.to_dict(), hidden_dropout_prob=0.1,
                                             attention_probs_dropout_prob=0.2))
 CONFIGS = {"no_dropout": CONFIG, "dropout": DROPOUT_CONFIG}
