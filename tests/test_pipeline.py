@@ -26,7 +26,9 @@ import variable_loading
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
 
-CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=4,
+# Three layers: at 2 stages one stage holds two layers, at 3 stages the word table sits on the
+# last stage (at 2, on the first): the plans' cases without a fourth layer's graph.
+CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=3,
                              num_attention_heads=4, intermediate_size=32,
                              max_position_embeddings=16, hidden_dropout_prob=0.0,
                              attention_probs_dropout_prob=0.0)
@@ -90,9 +92,21 @@ def _assert_same_update(reference, run):
   assert max(np.abs(after_1[n] - start[n]).max() for n in start) > 1e-3
 
 
+def _classifier_rows(rows):
+  rng = np.random.RandomState(1)
+  mask = np.ones((rows, SEQ), np.int32)
+  mask[1::3, 4:] = 0
+  return {"input_ids": rng.randint(1, CONFIG.vocab_size, size=(rows, SEQ)).astype(np.int32),
+          "input_mask": mask,
+          "label": rng.randint(0, NUM_LABELS, size=(rows,)).astype(np.int32)}
+
+
 @pytest.fixture(scope="module")
-def classifier_reference():
-  return _one_update(_classifier_tower, _classifier_data(), tower_utils.parallel_spec(1))
+def unsplit_by_rows():
+  """The unsplit classifier's update on 8 and 12 rows (8: 1 or 2 towers of 1 to 4
+  micro-batches; 12: 2 towers of 3 or 6), the reference of every classifier test below."""
+  return {rows: _one_update(_classifier_tower, _classifier_rows(rows),
+                            tower_utils.parallel_spec(1)) for rows in (8, 12)}
 
 
 @pytest.fixture(scope="module")
@@ -102,11 +116,11 @@ def pretraining_reference():
 
 
 @pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 1), (3, 4)])
-def test_stages_and_micro_batches_update_like_the_unsplit_classifier(classifier_reference,
+def test_stages_and_micro_batches_update_like_the_unsplit_classifier(unsplit_by_rows,
                                                                      stages, micro):
   spec = tower_utils.parallel_spec(1, pipeline_stages=stages, num_micro_batches=micro)
-  run = _one_update(_classifier_tower, _classifier_data(), spec, classifier_reference[2])
-  _assert_same_update(classifier_reference, run)
+  run = _one_update(_classifier_tower, _classifier_rows(8), spec, unsplit_by_rows[8][2])
+  _assert_same_update(unsplit_by_rows[8], run)
   graph, strategy = run[4], run[5]
   plan = pipeline.plan_stages(CONFIG, stages)
   devices = strategy.tower_stages[0]
@@ -153,10 +167,10 @@ def test_pretraining_heads_with_the_tied_embedding_update_like_the_unsplit_model
 
 
 @pytest.mark.parametrize("reduction", ["shared", "allreduce"])
-def test_two_stages_times_two_replicas_update_like_one_tower(classifier_reference, reduction):
+def test_two_stages_times_two_replicas_update_like_one_tower(unsplit_by_rows, reduction):
   spec = tower_utils.parallel_spec(2, reduction=reduction, pipeline_stages=2, num_micro_batches=2)
-  run = _one_update(_classifier_tower, _classifier_data(), spec, classifier_reference[2])
-  _assert_same_update(classifier_reference, run)
+  run = _one_update(_classifier_tower, _classifier_rows(8), spec, unsplit_by_rows[8][2])
+  _assert_same_update(unsplit_by_rows[8], run)
   strategy = run[5]
   assert strategy.tower_stages == [["/device:CPU:0", "/device:CPU:1"],
                                    ["/device:CPU:2", "/device:CPU:3"]]
@@ -246,21 +260,6 @@ def test_placements_map_stages_to_the_devices_they_promise():
     tower_utils.parallel_spec(1, pipeline_stages=2, placement="inter_first")
 
 
-def _classifier_rows(rows):
-  rng = np.random.RandomState(1)
-  mask = np.ones((rows, SEQ), np.int32)
-  mask[1::3, 4:] = 0
-  return {"input_ids": rng.randint(1, CONFIG.vocab_size, size=(rows, SEQ)).astype(np.int32),
-          "input_mask": mask,
-          "label": rng.randint(0, NUM_LABELS, size=(rows,)).astype(np.int32)}
-
-
-@pytest.fixture(scope="module")
-def unsplit_by_rows():
-  return {rows: _one_update(_classifier_tower, _classifier_rows(rows),
-                            tower_utils.parallel_spec(1)) for rows in (8, 12)}
-
-
 def _1f1b_gates(graph):
   return sorted(op.name for op in graph.get_operations() if "1f1b_stage_" in op.name)
 
@@ -295,20 +294,20 @@ def test_1f1b_updates_like_the_unsplit_model(unsplit_by_rows, stages, micro, tow
 
 
 def test_1f1b_with_loss_scaling_updates_like_gpipe_which_has_no_gates(unsplit_by_rows):
-  """2 towers x 2 stages x 4 micro-batches under both schedules, 1F1B with fp16's loss scaling
-  (every micro-batch's backward pass differentiates the scaled loss and the summed gradients
-  are unscaled once): the unsplit model's update, the same as each other's, and gates in 1F1B's
-  graph only. (GPipe against the unsplit model at other shapes:
-  test_stages_and_micro_batches_update_like_the_unsplit_classifier; 1F1B: above.)"""
+  """2 towers x 2 stages x 3 micro-batches (2 rows each) under both schedules, 1F1B with fp16's
+  loss scaling (every micro-batch's backward pass differentiates the scaled loss and the summed
+  gradients are unscaled once): the unsplit model's update, the same as each other's, and gates
+  in 1F1B's graph only (3 per tower: both stages wait). (GPipe against the unsplit model at
+  other shapes: test_stages_and_micro_batches_update_like_the_unsplit_classifier; 1F1B: above.)"""
   runs = {}
   for schedule, loss_scale in (("gpipe", None), ("1f1b", 512.0)):
-    spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=4,
+    spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=3,
                                      pipeline_schedule=schedule)
-    runs[schedule] = _one_update(_classifier_tower, _classifier_rows(8), spec,
-                                 unsplit_by_rows[8][2], loss_scale=loss_scale)
-    _assert_same_update(unsplit_by_rows[8], runs[schedule])
+    runs[schedule] = _one_update(_classifier_tower, _classifier_rows(12), spec,
+                                 unsplit_by_rows[12][2], loss_scale=loss_scale)
+    _assert_same_update(unsplit_by_rows[12], runs[schedule])
   _assert_same_update(runs["gpipe"], runs["1f1b"])
-  _assert_1f1b_gates(runs["1f1b"][4], 2, 4, 2)
+  _assert_1f1b_gates(runs["1f1b"][4], 2, 3, 2)
   assert not _1f1b_gates(runs["gpipe"][4])
 
 

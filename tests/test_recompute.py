@@ -17,9 +17,9 @@ import tower_utils
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
 
-# Two layers (test_pipeline's CONFIG has four): recomputation is per layer, and two layers
-# already make one recomputed layer feed another and split over two pipeline stages; graphs of
-# half the size (the tests' CPU is mostly building them).
+# Two layers (test_pipeline's CONFIG has three): recomputation is per layer, and two layers
+# already make one recomputed layer feed another and split over two pipeline stages; smaller
+# graphs (the tests' CPU is mostly building them).
 CONFIG = modeling.BertConfig(**dict(PIPELINE_CONFIG.to_dict(), num_hidden_layers=2))
 DROPOUT_CONFIG = modeling.BertConfig(**dict(CONFIG.to_dict(), hidden_dropout_prob=0.1,
                                             attention_probs_dropout_prob=0.2))
