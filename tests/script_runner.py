@@ -39,8 +39,14 @@ _READ_ON_IMPORT = ("PYTHON", "LANG", "LC_", "TMP", "TEMP", "TF_", "CUDA", "XLA",
                    "MKL", "OPENBLAS", "DNNL", "ONEDNN", "LD_", "BERT_MGPU")
 
 
+# ... except these, which only a run reads (parallel/cluster.py's TF_CONFIG; TensorFlow reads it
+# in its cluster resolvers, not on import): a run that sets them is still forked from the host.
+_READ_BY_THE_RUN = ("TF_CONFIG",)
+
+
 def _read_on_import(env):
-  return {k: v for k, v in env.items() if k.startswith(_READ_ON_IMPORT)}
+  return {k: v for k, v in env.items()
+          if k.startswith(_READ_ON_IMPORT) and k not in _READ_BY_THE_RUN}
 
 
 def _host_for(command, env):
