@@ -22,6 +22,7 @@ import tensorflow.compat.v1 as tf
 from engine import cli
 from engine import training
 import fault_cases
+import script_runner
 from test_speed_features import _input_fn, _spec
 from test_towers import _tower_fn
 
@@ -245,7 +246,9 @@ def test_a_stuck_call_still_exits_on_sigterm(tmp_path):
 
 @pytest.mark.parametrize("script", [fault_cases.CLF, fault_cases.RW, fault_cases.PT])
 def test_help_lists_the_shared_flags_and_not_tensorflows(script):
-  proc = fault_cases.run(script, "--help")
+  # Forked from the script host (tests/script_runner.py): --help needs no fresh start (the
+  # quiet start of a user's process is test_cpu_only_runs_print_no_cuda_error's).
+  proc = script_runner.run_script(script, "--help")
   assert proc.returncode == 0, proc.stderr[-2000:]
   for flag in ("--output_dir", "--learning_rate", "--n_gpus", "--bert_config_file",
                "--vocab_file", "--do_train", "--worker_hosts", "--use_fp16"):
