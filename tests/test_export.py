@@ -63,11 +63,20 @@ PROBE_TEXTS = [
 def _probe(saved_model_dir, calls):
   """Outputs of `calls` ([signature, inputs] pairs; inputs k: the outputs of call k) from a
   fresh process without the repo."""
+  return _probe_then(saved_model_dir, calls, "")[0]
+
+
+def _probe_then(saved_model_dir, calls, then):
+  """_probe's outputs, and the stdout of the Python code `then` run after the calls in the same
+  process (`model`: the loaded SavedModel): one TensorFlow start and load for both."""
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  proc = subprocess.run([sys.executable, "-c", _PROBE, saved_model_dir], input=json.dumps(calls),
-                        capture_output=True, text=True, cwd="/", env=env, timeout=300)
+  proc = subprocess.run([sys.executable, "-c", _PROBE + then, saved_model_dir],
+                        input=json.dumps(calls), capture_output=True, text=True, cwd="/", env=env,
+                        timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+  lines = proc.stdout.strip().splitlines()
+  last = max(i for i, line in enumerate(lines) if line.startswith("["))  # _PROBE's JSON line
+  return json.loads(lines[last]), "\n".join(lines[last + 1:]) + "\n"
 
 
 def _write_tsv(path, rows):
@@ -119,14 +128,23 @@ def classifier(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def classifier_outputs(classifier):
-  """The exported classifier's outputs on the test set and the probe texts, fresh process."""
+def classifier_served(classifier):
+  """One fresh process on the exported classifier: the outputs of classifier_outputs' calls,
+  then what _EDGE_BATCHES prints."""
   root, out = classifier
   examples = classifier_data.TsvProcessor(out).get_test_examples(os.path.join(root, "data"))
   texts = {"text_a": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
   probes = {"text_a": PROBE_TEXTS, "text_b": PROBE_TEXTS[::-1]}
-  served, tokenized, probe_ids, from_ids = _probe(os.path.join(out, "saved_model"), [
-      ["serving_default", texts], ["tokenize", texts], ["tokenize", probes], ["serve_ids", 1]])
+  outputs, edge_stdout = _probe_then(os.path.join(out, "saved_model"), [
+      ["serving_default", texts], ["tokenize", texts], ["tokenize", probes], ["serve_ids", 1]],
+                                     _EDGE_BATCHES)
+  return examples, probes, outputs, edge_stdout
+
+
+@pytest.fixture(scope="module")
+def classifier_outputs(classifier_served):
+  """The exported classifier's outputs on the test set and the probe texts, fresh process."""
+  examples, probes, (served, tokenized, probe_ids, from_ids), _ = classifier_served
   return examples, probes, served, tokenized, probe_ids, from_ids
 
 
@@ -161,10 +179,9 @@ def test_text_and_id_signatures_agree_and_pack_like_the_run_script(classifier_ou
   assert truncated >= 10  # tail truncation of pairs was exercised
 
 
+# (Run after _PROBE, in its process: `model` is the loaded SavedModel.)
 _EDGE_BATCHES = """
-import sys
-import tensorflow as tf
-serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+serve = model.signatures["serving_default"]
 empty = serve(text_a=tf.constant([], tf.string), text_b=tf.constant([], tf.string))
 print("empty", empty["label"].shape, empty["probabilities"].shape)
 try:
@@ -185,21 +202,19 @@ except tf.errors.InvalidArgumentError as e:
 """
 
 
-def test_an_empty_batch_gives_empty_outputs_and_a_2d_or_uneven_batch_is_refused(classifier):
+def test_an_empty_batch_gives_empty_outputs_and_a_2d_or_uneven_batch_is_refused(
+    classifier_served):
   """Both texts of a pair go through the tokenizer as one batch, so a text_b batch of another
   size must be refused by name, not read as the next examples' first texts. One text (a
   scalar) is refused by name too."""
-  _, out = classifier
-  proc = subprocess.run([sys.executable, "-c", _EDGE_BATCHES, os.path.join(out, "saved_model")],
-                        capture_output=True, text=True, cwd="/", timeout=300)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "empty (0,) (0, 2)" in proc.stdout
-  assert "2-D refused: " in proc.stdout and (
-      "text_a: expected a 1-D batch of strings, one text per example" in proc.stdout)
+  stdout = classifier_served[3]
+  assert "empty (0,) (0, 2)" in stdout
+  assert "2-D refused: " in stdout and (
+      "text_a: expected a 1-D batch of strings, one text per example" in stdout)
   assert "one text refused: assertion failed: [text_a: expected a 1-D batch of strings, one " \
-      "text per example (one text: [text])]" in proc.stdout
-  assert "uneven refused: " in proc.stdout and (
-      "text_b: expected one text per text_a, as many texts as text_a" in proc.stdout)
+      "text per example (one text: [text])]" in stdout
+  assert "uneven refused: " in stdout and (
+      "text_b: expected one text per text_a, as many texts as text_a" in stdout)
 
 
 def test_assets_make_the_saved_model_self_contained(classifier):
@@ -280,10 +295,8 @@ def test_export_after_training_needs_only_the_output_dir(classifier, classifier_
 
 
 # Prints {variable name: dtype} of a SavedModel's model variables (build_saved_model tracks them).
+# (Appended to _PROBE: `model` is the loaded SavedModel.)
 _DTYPES = """
-import json, sys
-import tensorflow as tf
-model = tf.saved_model.load(sys.argv[1])
 print(json.dumps({v.name.split(":")[0]: v.dtype.name for v in model.model_variables}))
 """
 
@@ -307,18 +320,16 @@ def test_bf16_export_keeps_kernels_in_bfloat16_and_serves_close_to_fp32(
   root, out = classifier
   examples, _, served, _, _, _ = classifier_outputs
   saved_model = _export_again(out, tmp_path, "--export_precision=bf16")
-  probe = subprocess.run([sys.executable, "-c", _DTYPES, saved_model], capture_output=True,
-                         text=True, cwd="/", timeout=300)
-  assert probe.returncode == 0, probe.stderr[-3000:]
-  dtypes = json.loads(probe.stdout.strip().splitlines()[-1])
+  texts = {"text_a": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
+  # One fresh process serves the test set, then lists the variables' dtypes.
+  (bf16,), dtypes = _probe_then(saved_model, [["serving_default", texts]], _DTYPES)
+  dtypes = json.loads(dtypes)
   kernels = [name for name in dtypes if name.endswith("/kernel")]
   with open(os.path.join(root, "bert_config.json")) as f:
     layers = json.load(f)["num_hidden_layers"]
   assert len(kernels) == 6 * layers + 1  # q, k, v, attention output, intermediate, output; pooler
   assert {dtypes[name] for name in kernels} == {"bfloat16"}
   assert {dtype for name, dtype in dtypes.items() if name not in kernels} == {"float32"}
-  texts = {"text_a": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
-  bf16 = _probe(saved_model, [["serving_default", texts]])[0]
   fp32_logits, bf16_logits = np.array(served["logits"]), np.array(bf16["logits"])
   difference = np.abs(bf16_logits - fp32_logits).max()
   print("bf16 vs fp32 logits: max |difference| %.2e of max |logit| %.2f" % (
