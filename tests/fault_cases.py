@@ -5,11 +5,17 @@ A `World` builds tiny shared fixtures once: a vocabulary, a model config, data f
 and a trained output_dir per run script (the "good state" that faults must not damage). Each
 `Case` runs one script as a process of its own, in a directory of its own (copying a trained
 output_dir when it needs one), optionally with a trigger that acts when the run reaches a stage
-(send a signal, kill -9, fill the disk), and then checks what is left. A case with a trigger or
-a mount runs as a fresh `python script ...` subprocess; the others (and the runs of the checks)
-are forked from the world's script host (tests/script_host.py), which has imported TensorFlow
-once, so a bad flag costs 0.1 s instead of 2 s of imports: still a process of its own, with its
-own exit status, stderr and `__main__`. `run_case` classifies the outcome:
+(send a signal, kill -9, fill the disk), and then checks what is left. Every run of a script
+that imports TensorFlow (the cases, the runs of the checks, the world's trainings) is forked
+from the world's script host (tests/script_host.py), which has imported TensorFlow once, so a
+bad flag costs 0.1 s instead of 2 s of imports: still a process of its own, with its own pid,
+session, exit status, stderr and `__main__`. That holds for the cases with a signal, kill -9 or
+a full or read-only disk too: the run has a fresh `python`'s signal dispositions and mask
+(script_host._fresh_signals) and installs its SIGINT and SIGTERM handlers itself
+(engine/cli.py), SIGKILL is SIGKILL to any process, and the case's tmpfs is mounted (before the
+run starts) in the mount namespace the host and its children share. Only
+create_pretraining_data.py, which imports no TensorFlow, starts as a fresh `python` (0.2 s).
+`run_case` classifies the outcome:
 
   clear error  exit 2 (or 130/143 for an interrupt) and a single last line `error: ...` naming
                what the case expects, no traceback
@@ -147,11 +153,11 @@ class World(object):
         _check_ok(subprocess.CompletedProcess(proc.args, proc.returncode, "", err), script)
     return self
 
-  def start(self, script, args, fresh=False):
+  def start(self, script, args):
     """Starts a run of `script` in a session of its own, stdout on /dev/null and stderr a text
-    pipe: forked from the script host, or (`fresh`, or a script the host does not hold) a new
-    `python script ...` subprocess. Popen-like: pid, stderr, poll(), wait(), communicate()."""
-    if self.host and script in self.host.scripts and not fresh:
+    pipe: forked from the script host, or (a script the host does not hold) a new `python
+    script ...` subprocess. Popen-like: pid, stderr, poll(), wait(), communicate()."""
+    if self.host and script in self.host.scripts:
       return self.host.start(script, args)
     return subprocess.Popen(command(script, *args), cwd=REPO_ROOT, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -366,8 +372,9 @@ def run_case(world, c, case_dir):
   if c.prepare:
     c.prepare(world, case_dir)
   start = time.time()
-  # Signals, kill -9 and full or read-only disks hit a fresh process, as a user's would.
-  proc = world.start(c.script, c.args(world, case_dir), fresh=bool(c.trigger or c.needs_root))
+  # Signals, kill -9 and full or read-only disks hit a forked run as they would a fresh process
+  # (the module docstring says why).
+  proc = world.start(c.script, c.args(world, case_dir))
   lines = []
   fired = threading.Event()
 
@@ -1644,7 +1651,7 @@ def dropped_input_cases():
 # Settings that drift: a resume with another flag of the model or loss, an evaluation given
 # one, the processes of a run started with different ones.
 
-_OTHER_PROCESSES = {}  # case_dir -> Popen of the case's second process (task 1)
+_OTHER_PROCESSES = {}  # case_dir -> the case's second process (task 1; World.start)
 
 
 def _two_processes(script, args, *differ):
@@ -1655,10 +1662,10 @@ def _two_processes(script, args, *differ):
   def prepare(world, d):
     hosts = ",".join("localhost:%d" % port for port in script_runner.free_ports(2))
     _write(os.path.join(d, "hosts"), hosts)
-    _OTHER_PROCESSES[d] = subprocess.Popen(
-        command(script, *(args(world, d) + cluster + list(differ) + [
-            "--worker_hosts=%s" % hosts, "--task_index=1"])), cwd=REPO_ROOT, env=_env(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # Forked from the script host, as the chief is (tests/multiworker_case.py's processes are
+    # too): a process of its own, with its own session, pid and stderr.
+    _OTHER_PROCESSES[d] = world.start(script, [str(a) for a in args(world, d) + cluster + list(
+        differ) + ["--worker_hosts=%s" % hosts, "--task_index=1"]])
 
   def chief_args(world, d):
     with open(os.path.join(d, "hosts")) as f:
@@ -1676,9 +1683,10 @@ def _other_process_refused(fragment):
     proc = _OTHER_PROCESSES.pop(d)
     try:
       _, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-      os.killpg(proc.pid, signal.SIGKILL)
-      proc.communicate()
+    except subprocess.TimeoutExpired:  # A hosted run is killed (its session) by communicate.
+      if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
       return "hang", "the other process did not end"
     if proc.returncode != 2 or fragment not in _last_line(err):
       return "unclear", "the other process: exit %s, %s" % (proc.returncode, _last_line(err))

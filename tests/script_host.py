@@ -5,12 +5,14 @@ work, nearly all of it importing TensorFlow; most fault-table cases (tests/fault
 on their input well before any TensorFlow work. A `ScriptHost` is one long-lived process that
 imports the scripts' modules once (not the scripts themselves: their flags are not defined),
 then forks a child for each run. The child is a process of its own, as a subprocess would be:
-its own session and process group, its own pid to signal, stdout and stderr on pipes of the
-caller, the working directory and argv of `python script args...`; it runs the script with
-runpy as `__main__` (its `if __name__ == "__main__":` block, so `cli.run_main` and absl's flag
-parsing), and exits as the interpreter would (non-daemon threads joined, atexit handlers run,
-streams flushed) with the script's exit status. Nothing a run changes reaches the next one: each starts from the host's
-state after its imports.
+its own session and process group, its own pid to signal or kill -9 (with the signal
+dispositions and mask of a fresh `python`: `_fresh_signals`), the host's mount namespace, umask
+and resource limits (those of the caller that started the host), stdout and stderr on pipes
+of the caller, the working directory and argv of `python script args...`; it runs the script
+with runpy as `__main__` (its `if __name__ == "__main__":` block, so `cli.run_main` and absl's
+flag parsing), and exits as the interpreter would (non-daemon threads joined, atexit handlers
+run, streams flushed) with the script's exit status. Nothing a run changes reaches the next
+one: each starts from the host's state after its imports.
 
   host = ScriptHost(["run_classifier_mgpu.py"], env)   # starts the host process
   proc = host.start("run_classifier_mgpu.py", ["--do_train", ...])  # like subprocess.Popen
@@ -262,9 +264,32 @@ def _serve(listener):
       conn.close()
 
 
+def _fresh_signals():
+  """In the forked child: the signal state a fresh `python` started from a shell has, whatever
+  the host inherited from whoever started it (a test runner that ignores SIGINT, say): no
+  signal blocked, no wakeup fd, every disposition the default except those CPython sets at
+  its start (SIGINT raises KeyboardInterrupt; SIGPIPE and SIGXFSZ are ignored, so that a
+  write fails with an OSError instead). So a signal sent to a run (the fault table's SIGINT,
+  SIGTERM and kill -9 cases) meets what it would meet in a process of its own: the handlers
+  the script installs itself (engine/cli.py's), or these."""
+  signal.pthread_sigmask(signal.SIG_SETMASK, [])
+  signal.set_wakeup_fd(-1)
+  ignored = (signal.SIGPIPE, signal.SIGXFSZ)
+  for signum in signal.valid_signals():
+    if signum in (signal.SIGKILL, signal.SIGSTOP):
+      continue
+    handler = (signal.default_int_handler if signum == signal.SIGINT else
+               signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
+    try:
+      signal.signal(signum, handler)
+    except (OSError, ValueError):  # The C library's own (32, 33): not ours to set.
+      pass
+
+
 def _become(request, fds):
   """In the forked child: the process `python <script> <args>` would be, then runs it."""
   os.setsid()
+  _fresh_signals()
   for target, fd in enumerate(fds):  # stdin, stdout, stderr
     if fd != target:
       os.dup2(fd, target)
@@ -276,7 +301,6 @@ def _become(request, fds):
   script = os.path.join(REPO_ROOT, request["script"])
   sys.argv = [script] + request["args"]
   sys.path[0] = os.path.dirname(script)
-  signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
     runpy.run_path(script, run_name="__main__")
     status = 0
