@@ -94,7 +94,7 @@ _FLAG_SPECS = (
      "whole_word. See pretraining/masking.py for the 80/10/10 rule."),
     ("string", "general_word_freq", None,
      "--masking=domain: utf-8 lines word<TAB>count of general text in the domain text's "
-     "language (build_word_freq.py makes one from a corpus you name). A word's score s = "
+     "language (scripts/build_word_freq.py makes one from a corpus you name). A word's score s = "
      "log((G+1)/(g+1)) / log(G+1), g its count and G the total; words it does not name score "
      "1. Refused when it names under 10% of the domain text's words."),
     ("float", "domain_temperature", word_freq.DEFAULT_TEMPERATURE,
@@ -190,7 +190,7 @@ def check_options(opts):
   if opts.masking == "domain":
     if not opts.general_word_freq:
       raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count lines "
-                       "of general text; build_word_freq.py makes one)")
+                       "of general text; scripts/build_word_freq.py makes one)")
     word_freq.check_settings(opts.domain_temperature, opts.domain_floor)
   corpus.check_segmenter(opts.chinese_word_segmenter)
   for name in ("max_predictions_per_seq", "dupe_factor", "max_ngram", "num_workers",

@@ -95,8 +95,8 @@ flags.DEFINE_enum(
 flags.DEFINE_string(
     "general_word_freq", None,
     "Dynamic records, --masking=domain: word<TAB>count lines of general text "
-    "(build_word_freq.py), as for create_pretraining_data.py; refused when it names under 10% "
-    "of the records' words.")
+    "(scripts/build_word_freq.py), as for create_pretraining_data.py; refused when it names "
+    "under 10% of the records' words.")
 flags.DEFINE_float(
     "domain_temperature", word_freq.DEFAULT_TEMPERATURE,
     "Dynamic records, --masking=domain: T > 0 in a word's weight floor + (1 - floor) * s**T "
@@ -321,7 +321,7 @@ def load_model(setup, fmt, will_train=False):
     if FLAGS.masking == "domain":
       if not FLAGS.general_word_freq:
         raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count "
-                         "lines of general text; build_word_freq.py makes one)")
+                         "lines of general text; scripts/build_word_freq.py makes one)")
       weights = word_freq.load(FLAGS.general_word_freq, tokenizer, FLAGS.domain_temperature,
                                FLAGS.domain_floor)
     masking_config = masking.MaskingConfig.from_vocab(

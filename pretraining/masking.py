@@ -91,7 +91,7 @@ class MaskingConfig(object):
                        "(word<TAB>neighbour ... lines; build_similar_words.py makes one)")
     if strategy == "domain" and word_weights is None:
       raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count lines "
-                       "of general text; build_word_freq.py makes one)")
+                       "of general text; scripts/build_word_freq.py makes one)")
     if not 0.0 < masked_lm_prob <= 1.0:
       raise InputError("--masked_lm_prob=%s: expected a value in (0, 1]" % masked_lm_prob)
     if max_predictions_per_seq < 1:

@@ -21,11 +21,11 @@ ordinary words masked sometimes (floor = 1 is whole-word masking's uniform choic
 punctuation only that the list does not name counts as ordinary (s = 0).
 
 The list file: utf-8 lines `word<TAB>count` (count a positive number; blank lines skipped; a
-word listed twice adds up). build_word_freq.py writes one from a corpus you name. Its words are
-mapped to word pieces with the model's tokenizer, as the masking sees words: a WordPiece word and
-its "##" pieces, or a run of CJK characters (a Chinese word, which should come from the same
---chinese_word_segmenter as the records' words); a list word of several such words counts for
-each. Words with an [UNK] piece are dropped.
+word listed twice adds up). scripts/build_word_freq.py writes one from a corpus you name. Its
+words are mapped to word pieces with the model's tokenizer, as the masking sees words: a
+WordPiece word and its "##" pieces, or a run of CJK characters (a Chinese word, which should
+come from the same --chinese_word_segmenter as the records' words); a list word of several such
+words counts for each. Words with an [UNK] piece are dropped.
 
 This module does not import TensorFlow.
 """
@@ -85,8 +85,8 @@ def read_counts(path):
                        (path, line_number, line[:80]))
     counts[word] = counts.get(word, 0.0) + value
   if not counts:
-    raise InputError("%s: empty: expected word<TAB>count lines (build_word_freq.py writes them "
-                     "from a corpus)" % path)
+    raise InputError("%s: empty: expected word<TAB>count lines (scripts/build_word_freq.py "
+                     "writes them from a corpus)" % path)
   return counts
 
 
@@ -192,7 +192,7 @@ class WordWeights(object):
       raise InputError(
           "--general_word_freq=%s names only %.1f%% of the %d words of %s (at least %.0f%% "
           "expected): a list of another language or vocabulary? Build one from general text of "
-          "the domain's language with build_word_freq.py" %
+          "the domain's language with scripts/build_word_freq.py" %
           (self.source, 100 * share, counted, where, 100 * MIN_LISTED_SHARE))
     return share
 

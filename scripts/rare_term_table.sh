@@ -20,7 +20,7 @@
 #   domain: static records with --masking=domain (docs/pretraining.md, domain-aware masking);
 #   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word.
 #   The domain arms need a general word list: GENERAL_WORD_FREQ (a word<TAB>count file), else
-#   one built by build_word_freq.py from GENERAL_CORPUS (text files; default: the sentences of
+#   one built by scripts/build_word_freq.py from GENERAL_CORPUS (text files; default: the sentences of
 #   ../shared/data/glue/MRPC/train.tsv when present) into WORK. DOMAIN_TEMPERATURE (2) and
 #   DOMAIN_FLOOR (0.1) set --domain_temperature and --domain_floor (other values get folders of
 #   their own).
@@ -212,7 +212,7 @@ with open(sys.argv[1], encoding="utf-8") as f, open(sys.argv[2], "w", encoding="
     out.write(row[3] + "\n" + row[4] + "\n\n")
 PY
     fi
-    logged "$WORK/general_freq.log" python build_word_freq.py --input_file="$GENERAL_CORPUS" \
+    logged "$WORK/general_freq.log" python scripts/build_word_freq.py --input_file="$GENERAL_CORPUS" \
       --output_file="$GENERAL_WORD_FREQ"
   fi
   echo "== general word list: $GENERAL_WORD_FREQ ($(wc -l < "$GENERAL_WORD_FREQ") words)"

@@ -1,17 +1,17 @@
 # coding=utf-8
 """Domain-aware masking (--masking=domain): the mask rate, the words it favours, whole words,
 seeds, one selection for records and dynamic masking, Chinese words; the general word-frequency
-list (pretraining/word_freq.py, build_word_freq.py) and its bad inputs."""
+list (pretraining/word_freq.py, scripts/build_word_freq.py) and its bad inputs."""
 
 import collections
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
 import tensorflow.compat.v1 as tf
 
-import build_word_freq
 from core.errors import InputError
 import create_pretraining_data
 from pretraining import corpus
@@ -23,6 +23,9 @@ from script_runner import assert_one_line_error, run_script
 import tokenization
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(_REPO, "scripts"))
+import build_word_freq  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 _ENGLISH_VOCAB = os.path.join(_REPO, "vocab", "english_uncased_vocab.txt")
 _CHINESE_VOCAB = os.path.join(_REPO, "vocab", "chinese_vocab.txt")
 # Ordinary words, in the general list with large counts; domain words, rare or absent there.
@@ -256,7 +259,7 @@ def _cpd(world, *flags):
     (["--masking=domain", "--general_word_freq=CHINESE"],
      "error: --general_word_freq=CHINESE names only 0.0% of the 312 words of the first 48 "
      "lines of DOMAIN (at least 10% expected): a list of another language or vocabulary? "
-     "Build one from general text of the domain's language with build_word_freq.py"),
+     "Build one from general text of the domain's language with scripts/build_word_freq.py"),
     (["--masking=domain", "--general_word_freq=MALFORMED"],
      "error: MALFORMED:2: expected word<TAB>count with a count > 0 (got 'of')"),
     (["--masking=domain"], "error: --masking=domain needs --general_word_freq=FILE"),
@@ -322,6 +325,6 @@ def test_build_word_freq_counts_words_as_the_masking_splits_them(tmp_path):
   assert build_word_freq.run(input_file=text, output_file=out, min_count=2) == 2
   with pytest.raises(InputError, match="no word seen --min_count=9 times"):
     build_word_freq.run(input_file=text, output_file=out, min_count=9)
-  line = assert_one_line_error(run_script("build_word_freq.py", "--output_file=" + out,
-                                          timeout=120))
+  line = assert_one_line_error(run_script(os.path.join("scripts", "build_word_freq.py"),
+                                          "--output_file=" + out, timeout=120))
   assert line == "error: --input_file is required"

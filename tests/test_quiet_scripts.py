@@ -68,8 +68,10 @@ WRITE_ALLOWED = [
 ]
 _TEMPORARY = re.compile(r"\.tmp-\d+(\.[^/]*)?(/|$)")
 
-SCRIPTS = sorted(m + ".py" for m in test_layout.ROOT_MODULES
-                 if m.startswith(("run_", "create_", "convert_", "build_")))
+# The root's entry scripts and tools, and the user tools kept in scripts/.
+SCRIPTS = sorted([m + ".py" for m in test_layout.ROOT_MODULES
+                  if m.startswith(("run_", "create_", "convert_", "build_"))] +
+                 [os.path.join("scripts", "build_word_freq.py")])
 HELP_ONLY = {"build_saved_model.py": "a subprocess of --do_export (tests/test_export.py)"}
 
 
@@ -104,7 +106,7 @@ def _runs(world, root):
                                   "--vocab_file=%s" % world.vocab,
                                   "--init_checkpoint=%s" % os.path.join(pt_out, "export",
                                                                         "bert_model.ckpt")]),
-      ("build_word_freq.py", ["--input_file=%s" % world.corpus,
+      (os.path.join("scripts", "build_word_freq.py"), ["--input_file=%s" % world.corpus,
                               "--output_file=%s" % os.path.join(root, "word_freq.tsv")]),
       ("convert_to_hf.py", ["--checkpoint=%s" % pt_out, "--bert_config_file=%s" % world.config,
                             "--vocab_file=%s" % world.vocab, "--output_dir=%s" % hf_out]),
@@ -124,7 +126,7 @@ def runs(tmp_path_factory):
     f.write(HOOK)
   results = {}
   for script, args in _runs(world, root):
-    log_path = os.path.join(hooks, script + ".writes")
+    log_path = os.path.join(hooks, os.path.basename(script) + ".writes")
     proc = subprocess.run(fault_cases.command(script, *args), cwd=root, env=_env(log_path),
                           capture_output=True, text=True, timeout=300)
     writes = []

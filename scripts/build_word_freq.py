@@ -1,8 +1,8 @@
 # coding=utf-8
 """Builds --general_word_freq for domain-aware masking (--masking=domain) from a corpus you name.
 
-  python build_word_freq.py --input_file='general/*.txt' --output_file=general_freq.tsv
-  python build_word_freq.py --input_file=news_zh.txt --output_file=general_zh.tsv \
+  python scripts/build_word_freq.py --input_file='general/*.txt' --output_file=general_freq.tsv
+  python scripts/build_word_freq.py --input_file=news_zh.txt --output_file=general_zh.tsv \
     --chinese_word_segmenter=jieba
 
 The corpus should be general text of the domain text's language (news, books, an encyclopedia:
@@ -14,12 +14,16 @@ create_pretraining_data.py will use), and each word seen at least --min_count ti
 every model of the language (pass the same --do_lower_case). Nothing is downloaded.
 """
 
+import os
+import sys
 import time
 
 from absl import flags
 from absl import logging
 
-from core import atomic_files
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from core import atomic_files  # pylint: disable=g-import-not-at-top,wrong-import-position
 from core.errors import InputError
 from engine import cli
 from pretraining import corpus
