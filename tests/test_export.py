@@ -275,21 +275,29 @@ def test_failed_export_leaves_the_existing_saved_model_intact(classifier, tmp_pa
   assert not [d for d in os.listdir(other) if ".tmp-" in d or ".old-" in d]
 
 
-def test_export_after_training_needs_only_the_output_dir(classifier, classifier_outputs,
-                                                         tmp_path):
-  """An export-only run takes the config, vocabulary, max_seq_length, truncation and the pair
-  layout from the training run's run_info.json: no --data_dir, no model flags."""
+@pytest.fixture(scope="module")
+def exported_again(classifier, tmp_path_factory):
+  """The trained run copied without its SavedModel and exported again by an export-only run
+  with --export_tflite: (its stderr, the new SavedModel's directory). One run serves both the
+  export-only test and the TFLite test (the TFLite file is written beside the same SavedModel)."""
   _, out = classifier
-  examples, _, served, _, _, _ = classifier_outputs
-  copy = str(tmp_path / "copy")
+  copy = str(tmp_path_factory.mktemp("export_again") / "copy")
   shutil.copytree(out, copy, ignore=shutil.ignore_patterns("saved_model*"))
   proc = run_script("run_classifier_mgpu.py", "--task_name=tsv", "--output_dir=%s" % copy,
-                    "--do_export")
+                    "--do_export", "--export_tflite")
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "--truncation=tail, from the training run" in proc.stderr
-  assert "contains input name(s)" not in proc.stderr  # TensorFlow's 2 KB lines about internals
+  return proc.stderr, os.path.join(copy, "saved_model")
+
+
+def test_export_after_training_needs_only_the_output_dir(classifier_outputs, exported_again):
+  """An export-only run takes the config, vocabulary, max_seq_length, truncation and the pair
+  layout from the training run's run_info.json: no --data_dir, no model flags."""
+  examples, _, served, _, _, _ = classifier_outputs
+  stderr, saved_model = exported_again
+  assert "--truncation=tail, from the training run" in stderr
+  assert "contains input name(s)" not in stderr  # TensorFlow's 2 KB lines about internals
   texts = {"text_a": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
-  again = _probe(os.path.join(copy, "saved_model"), [["serving_default", texts]])[0]
+  again = _probe(saved_model, [["serving_default", texts]])[0]
   assert again["label"] == served["label"]
   assert np.abs(np.array(again["logits"]) - np.array(served["logits"])).max() < 1e-6
 
@@ -341,15 +349,14 @@ def test_bf16_export_keeps_kernels_in_bfloat16_and_serves_close_to_fp32(
 
 
 def test_tflite_export_serves_the_saved_models_logits_one_text_at_a_time_and_in_batches(
-    classifier, classifier_outputs, tmp_path):
+    classifier_outputs, exported_again):
   """--export_tflite: assets/model.tflite, served by TfliteClassifier from raw text (tokenized
   in Python like the run script: tail truncation of pairs at max_seq_length 20), gives the
   SavedModel's logits and labels one pair at a time (lengths change, the interpreter resizes)
   and in a batch padded to its longest row."""
   from serving import tflite_classifier  # pylint: disable=g-import-not-at-top
-  _, out = classifier
   examples, _, served, _, _, _ = classifier_outputs
-  saved_model = _export_again(out, tmp_path, "--export_tflite")
+  _, saved_model = exported_again
   model = tflite_classifier.TfliteClassifier(saved_model, num_threads=1)
   texts_a, texts_b = [e.text_a for e in examples], [e.text_b for e in examples]
   lengths = {int(model.features([a], [b])["input_mask"].sum()) for a, b in zip(texts_a, texts_b)}

@@ -209,10 +209,21 @@ def test_a_run_killed_at_the_tests_bound_leaves_its_output_and_its_stacks(task, 
   cluster: its missing peer)."""
   alone = _commands(task, tmp_path / "out", _hosts(), "--do_train",
                     "--collective_timeout_s=600")[0]
-  proc, = finish_processes(start_processes([alone]), timeout=25)
-  assert proc.returncode is None, proc.stderr[-3000:]
-  assert "Joined the cluster as task 0" in proc.stderr, proc.stderr[-3000:]
-  stacks = proc.stderr[proc.stderr.index("most recent call first"):]
+  started, = start_processes([alone])
+  # Waits (at most 60 s) for the line that says it joined, then gives it 1 s to be waiting:
+  # the test's bound is then met where the run waits for its peer, not at a fixed late time.
+  before = []
+  reader = threading.Thread(target=lambda: any(
+      before.append(line) or "Joined the cluster as task 0" in line for line in started.stderr),
+                            daemon=True)
+  reader.start()
+  reader.join(60)
+  assert not reader.is_alive(), "no line 'Joined the cluster as task 0' within 60 s"
+  proc, = finish_processes([started], timeout=1)
+  stderr = "".join(before) + proc.stderr
+  assert proc.returncode is None, stderr[-3000:]
+  assert "Joined the cluster as task 0" in stderr, stderr[-3000:]
+  stacks = stderr[stderr.index("most recent call first"):]
   assert 'tests/script_host.py", line' in stacks and "in _become" in stacks, stacks
 
 
