@@ -218,7 +218,10 @@ def test_a_run_killed_at_the_tests_bound_leaves_its_output_and_its_stacks(task, 
                             daemon=True)
   reader.start()
   reader.join(60)
-  assert not reader.is_alive(), "no line 'Joined the cluster as task 0' within 60 s"
+  if reader.is_alive():  # No join line within 60 s: ended by its PID, and the checks below fail.
+    started.kill()
+    started.wait()
+    reader.join(10)
   proc, = finish_processes([started], timeout=1)
   stderr = "".join(before) + proc.stderr
   assert proc.returncode is None, stderr[-3000:]
