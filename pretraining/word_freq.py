@@ -17,8 +17,10 @@ budget of every strategy: --masked_lm_prob of the maskable tokens, at most
 The TF of TF-ICF is the text itself: a word met n times is a candidate n times, so with T = 1
 and floor = 0 a word's expected share of the masks is proportional to n * icf(w), its TF-ICF in
 the domain text. A higher T favours the words the list lacks more sharply; the floor keeps
-ordinary words masked sometimes (floor = 1 is whole-word masking's uniform choice). A word of
-punctuation only that the list does not name counts as ordinary (s = 0).
+ordinary words masked sometimes (floor = 1 is whole-word masking's uniform choice). A word the
+list does not name counts as ordinary (s = 0) when it is punctuation only, digits only (a date
+or a case number is no word a checkpoint lacks, and general lists often leave numbers out:
+jieba's dictionary does), or has an [UNK] piece (predicting [UNK] teaches nothing).
 
 The list file: utf-8 lines `word<TAB>count` (count a positive number; blank lines skipped; a
 word listed twice adds up). scripts/build_word_freq.py writes one from a corpus you name. Its
@@ -53,6 +55,9 @@ OVERLAP_SAMPLE_LINES = 2000
 
 # A token without a letter, digit or CJK character (all \w) is punctuation or a symbol.
 _WORD_CHAR_RE = re.compile(r"\w", re.UNICODE)
+
+# A digits-only token, a "##" piece of one included (ASCII and full-width digits).
+_DIGITS_RE = re.compile(r"^(##)?[0-9\uff10-\uff19]+$")
 
 
 def check_settings(temperature, floor):
@@ -138,7 +143,8 @@ class WordWeights(object):
 
   Attributes:
     weights: dict tuple of ids -> weight, for the list's words and the vocabulary's
-      punctuation; any other word weighs 1.0 (s = 1).
+      punctuation; a word made only of `plain_ids` (digits, punctuation, [UNK]) or with an
+      [UNK] piece weighs the floor, any other word 1.0 (s = 1).
     listed: frozenset of the list's words (as tuples of ids).
     source: the file, for messages.
     temperature, floor: the settings the weights were made with.
@@ -146,9 +152,14 @@ class WordWeights(object):
   """
 
   def __init__(self, counts, punctuation_ids, temperature=DEFAULT_TEMPERATURE,
-               floor=DEFAULT_FLOOR, source="general word frequencies"):
-    """counts: dict tuple of ids -> count (> 0); punctuation_ids: ids of punctuation tokens."""
+               floor=DEFAULT_FLOOR, source="general word frequencies", numeral_ids=(),
+               unk_id=None):
+    """counts: dict tuple of ids -> count (> 0); punctuation_ids, numeral_ids: ids of the
+    punctuation and digits-only tokens; unk_id: the id of [UNK] (or None)."""
     check_settings(temperature, floor)
+    self.unk_id = unk_id
+    self.plain_ids = frozenset(punctuation_ids) | frozenset(numeral_ids) | frozenset(
+        [] if unk_id is None else [unk_id])
     self.source = source
     self.temperature = float(temperature)
     self.floor = float(floor)
@@ -169,9 +180,16 @@ class WordWeights(object):
   def unit_weights(self, input_ids, starts, ends):
     """float64 array [W]: the weight of each word input_ids[starts[k]:ends[k]]."""
     ids = np.asarray(input_ids).tolist()
-    get = self.weights.get
-    return np.array([get(tuple(ids[s:e]), 1.0) for s, e in zip(starts.tolist(), ends.tolist())],
-                    dtype=np.float64)
+    return np.array([self._unit_weight(tuple(ids[s:e]))
+                     for s, e in zip(starts.tolist(), ends.tolist())], dtype=np.float64)
+
+  def _unit_weight(self, unit):
+    weight = self.weights.get(unit)
+    if weight is not None:
+      return weight
+    if self.unk_id in unit or self.plain_ids.issuperset(unit):
+      return self.floor
+    return 1.0
 
   def listed_share(self, units):
     """(share, words): of `units` (tuples of ids) that are not punctuation, how many the list
@@ -228,9 +246,15 @@ def load(path, tokenizer, temperature=DEFAULT_TEMPERATURE, floor=DEFAULT_FLOOR):
   if not counts:
     raise InputError("%s: none of its %d words is in the model's vocabulary without [UNK]: a "
                      "list for another vocabulary or language" % (path, len(text_counts)))
-  punctuation = [i for token, i in tokenizer.vocab.items()
-                 if not _WORD_CHAR_RE.search(token.lstrip(tokenization.SPM_WORD_START))]
-  return WordWeights(counts, punctuation, temperature, floor, source=path)
+  punctuation, numerals = [], []
+  for token, i in tokenizer.vocab.items():
+    piece = token.lstrip(tokenization.SPM_WORD_START)
+    if not _WORD_CHAR_RE.search(piece):
+      punctuation.append(i)
+    elif _DIGITS_RE.match(piece):
+      numerals.append(i)
+  return WordWeights(counts, punctuation, temperature, floor, source=path, numeral_ids=numerals,
+                     unk_id=unk)
 
 
 def count_words(input_files, split):

@@ -84,6 +84,24 @@ def test_weights_follow_the_documented_formula(english, tmp_path):
       [1.0, 0.2, weights.weights[ids("the")]])
 
 
+def test_numbers_and_unknown_words_weigh_the_floor(english, tmp_path):
+  """A number or a word with an [UNK] piece is no word a checkpoint lacks: the floor, unless
+  the list names it; a word with letters after its digits is a word like any other."""
+  general = _write(tmp_path / "g.tsv", "the\t100\n2024\t5\n")
+  weights = word_freq.load(general, english, temperature=2.0, floor=0.1)
+  ids = lambda text: tuple(english.convert_tokens_to_ids(english.tokenize(text)))
+  unk = english.vocab["[UNK]"]
+  units = [ids("1987"), ids("123456789"), (unk,), ids("xylem")[:1] + (unk,), ids("2024"),
+           ids("2024xq"), ids("xylem")]
+  assert len(ids("123456789")) > 1 and len(ids("2024xq")) > 1  # Several pieces each.
+  lengths = [len(u) for u in units]
+  ends = np.cumsum(lengths)
+  got = weights.unit_weights(np.concatenate(units), ends - lengths, ends)
+  listed = weights.weights[ids("2024")]
+  assert 0.1 < listed < 1.0
+  np.testing.assert_allclose(got, [0.1, 0.1, 0.1, 0.1, listed, 1.0, 1.0])
+
+
 def test_mask_rate_per_sequence_is_unchanged(english, tmp_path):
   rng = np.random.default_rng(0)
   rows = _sequences(english, 400, rng)
