@@ -83,3 +83,23 @@ def test_rare_term_table_checks_its_seed_and_domain_knobs():
        "error: rare_term_table.sh: GENERAL_WORD_FREQ=/nonexistent.tsv: no such file")):
     proc = _rare_term_table(**env)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [expected], proc.stderr
+
+
+def test_continued_pretraining_table_checks_its_arms_before_any_work(tmp_path):
+  """The domain arm's general list, and an unknown arm, refused before anything is written."""
+  for env, expected in (
+      (dict(ARMS="mlm domain", GENERAL_WORD_FREQ="/nonexistent.tsv"),
+       "error: continued_pretraining_table.sh: GENERAL_WORD_FREQ=/nonexistent.tsv: no such file"),
+      (dict(ARMS="domain", DATA_DIR=str(tmp_path / "glue" / "CoLA"), TASK="cola"),
+       "error: continued_pretraining_table.sh: the domain arm needs GENERAL_WORD_FREQ "
+       "(word<TAB>count lines); %s is not there to build one from" %
+       (tmp_path / "glue" / "MRPC" / "train.tsv")),
+      (dict(ARMS="mlm whole_word"),
+       "error: continued_pretraining_table.sh: ARMS takes mlm, macbert, electra, domain, got "
+       "'whole_word'")):
+    proc = subprocess.run(
+        ["bash", os.path.join(REPO_ROOT, "scripts", "continued_pretraining_table.sh"),
+         str(tmp_path / "work")], capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, **env))
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [expected], proc.stderr
+    assert not os.path.exists(str(tmp_path / "work"))
