@@ -34,6 +34,7 @@ from core.errors import InputError  # pylint: disable=wrong-import-position
 from engine import cli  # pylint: disable=wrong-import-position
 from pretraining import corpus  # pylint: disable=wrong-import-position
 from pretraining import masking  # pylint: disable=wrong-import-position
+from pretraining import word_freq  # pylint: disable=wrong-import-position
 
 # How many of the general list's commonest words count as "what every checkpoint knows".
 COMMONEST = 100
@@ -94,8 +95,7 @@ def _kinds(config, commonest):
                                math.log(weights.total + 1.0))
 
   def kind(word):
-    if word not in weights.listed and (weights.unk_id in word or
-                                       weights.plain_ids.issuperset(word)):
+    if weights.is_plain(word):
       return "punct"  # Punctuation, digits or [UNK]: ordinary for --masking=domain.
     if word in commonest:
       return "common"
@@ -107,13 +107,9 @@ def _kinds(config, commonest):
 
 def _commonest(path, tokenizer, n):
   """The list's n commonest words, as tuples of ids."""
-  counts = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      word, _, count = line.rstrip("\n").partition("\t")
-      counts.append((float(count), word))
-  counts.sort(reverse=True)
-  return {tuple(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(w))) for _, w in counts[:n]}
+  counts = word_freq.read_counts(path)
+  top = sorted(counts, key=counts.get, reverse=True)[:n]
+  return {tuple(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(w))) for w in top}
 
 
 def measure(args):
@@ -125,7 +121,8 @@ def measure(args):
         chinese_word_segmenter=args.chinese_word_segmenter,
         do_lower_case=args.do_lower_case.lower() == "true"))
   featurizers = {strategy: featurizer(strategy) for strategy in args.strategies.split(",")}
-  reference = featurizer("domain")  # Its word list sorts words into kinds.
+  # The domain strategy's word list sorts words into kinds.
+  reference = featurizers.get("domain") or featurizer("domain")
   tokenizer = reference.tokenizer
   kind = _kinds(reference.masking, _commonest(args.general_word_freq, tokenizer, COMMONEST))
   results = {}

@@ -187,9 +187,12 @@ class WordWeights(object):
     weight = self.weights.get(unit)
     if weight is not None:
       return weight
-    if self.unk_id in unit or self.plain_ids.issuperset(unit):
-      return self.floor
-    return 1.0
+    return self.floor if self.is_plain(unit) else 1.0
+
+  def is_plain(self, unit):
+    """Whether a word (tuple of ids) the list does not name counts as ordinary (s = 0):
+    punctuation or digits only, or with an [UNK] piece."""
+    return unit not in self.listed and (self.unk_id in unit or self.plain_ids.issuperset(unit))
 
   def listed_share(self, units):
     """(share, words): of `units` (tuples of ids) that are not punctuation, how many the list
