@@ -177,6 +177,9 @@ def main(argv=None):
   except (InputError, OSError, UnicodeDecodeError) as e:
     print("error: mask_shares.py: %s" % e, file=sys.stderr)
     sys.exit(2)
+  except KeyboardInterrupt:
+    print("error: mask_shares.py: interrupted (it writes no file)", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":
