@@ -93,10 +93,14 @@ _FLAG_SPECS = (
      "Difference-Masking), the same mask rate. --do_whole_word_mask turns token into "
      "whole_word. See pretraining/masking.py for the 80/10/10 rule."),
     ("string", "general_word_freq", None,
-     "--masking=domain: utf-8 lines word<TAB>count of general text in the domain text's "
-     "language (scripts/build_word_freq.py makes one from a corpus you name). A word's score s = "
-     "log((G+1)/(g+1)) / log(G+1), g its count and G the total; words it does not name score "
-     "1. Refused when it names under 10% of the domain text's words."),
+     "--masking=domain: the general word list the domain text is scored against. 'vocab': the "
+     "model's vocabulary, its whole words ranked as listed (Zipf counts); 'jieba': jieba's "
+     "dictionary; unset: jieba when most of the text's letters are Chinese, else vocab; or a "
+     "file of utf-8 word<TAB>count lines of general "
+     "text in the domain's language (scripts/build_word_freq.py makes one from a corpus you "
+     "name). A word's score s = log((G+1)/(g+1)) / log(G+1), g its count and G the total; words "
+     "it does not name score 1. Refused when it names under 10% of the domain text's words, "
+     "and 'vocab' for Chinese words."),
     ("float", "domain_temperature", word_freq.DEFAULT_TEMPERATURE,
      "--masking=domain: T > 0 in a word's weight floor + (1 - floor) * s**T; higher favours "
      "the words general text lacks more sharply."),
@@ -188,9 +192,6 @@ def check_options(opts):
     raise InputError("--masking_replacement=similar needs --similar_words_file "
                      "(build_similar_words.py makes one)")
   if opts.masking == "domain":
-    if not opts.general_word_freq:
-      raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count lines "
-                       "of general text; scripts/build_word_freq.py makes one)")
     word_freq.check_settings(opts.domain_temperature, opts.domain_floor)
   corpus.check_segmenter(opts.chinese_word_segmenter)
   for name in ("max_predictions_per_seq", "dupe_factor", "max_ngram", "num_workers",
@@ -314,6 +315,9 @@ def run(opts):
       raise InputError("--output_file=%s is also an --input_file: it would overwrite the text "
                        "it reads; choose another output path" % path)
     atomic_files.remove_stale_temporaries(os.path.dirname(os.path.abspath(path)))
+  if opts.strategy == "domain" and not opts.general_word_freq:  # The text decides; workers too.
+    opts.general_word_freq = default_general_word_list(input_files)
+    logging.info("--general_word_freq=%s (chosen by the text's script)", opts.general_word_freq)
   featurizer = corpus.Featurizer(opts)  # Checks vocabulary, special tokens and segmenter up front.
   if featurizer.masking.word_weights is not None:
     _check_listed_share(featurizer, input_files)
@@ -323,18 +327,30 @@ def run(opts):
 
 
 
+def _first_lines(input_files):
+  """The input's first lines: its first documents' lines, at least
+  word_freq.OVERLAP_SAMPLE_LINES of them when the input has that many."""
+  lines = []
+  for document in corpus.read_documents(input_files):
+    lines += document.lines
+    if len(lines) >= word_freq.OVERLAP_SAMPLE_LINES:
+      break
+  return lines
+
+
+def default_general_word_list(input_files):
+  """--general_word_freq for `input_files` when it is not given (word_freq.default_source)."""
+  return word_freq.default_source(_first_lines(input_files))
+
+
 def _check_listed_share(featurizer, input_files):
   """Raises InputError when --general_word_freq names almost none of the words of the first
   word_freq.OVERLAP_SAMPLE_LINES lines of the input (another language or vocabulary)."""
-  units, lines = [], 0
-  for document in corpus.read_documents(input_files):
-    for line in document.lines:
-      ids, word_starts = featurizer.sentence(line)
-      units += word_freq.sequence_units(ids, word_starts)
-      lines += 1
-    if lines >= word_freq.OVERLAP_SAMPLE_LINES:
-      break
-  where = "the first %d lines of %s" % (lines, ", ".join(input_files[:3]))
+  units = []
+  lines = _first_lines(input_files)
+  for line in lines:
+    units += word_freq.sequence_units(*featurizer.sentence(line))
+  where = "the first %d lines of %s" % (len(lines), ", ".join(input_files[:3]))
   share = featurizer.masking.word_weights.check_overlap(units, where)
   logging.info("--general_word_freq names %.1f%% of the words of %s", 100 * share, where)
 

@@ -94,9 +94,12 @@ flags.DEFINE_enum(
     "text lacks first (TF-ICF against --general_word_freq), the same mask rate.")
 flags.DEFINE_string(
     "general_word_freq", None,
-    "Dynamic records, --masking=domain: word<TAB>count lines of general text "
-    "(scripts/build_word_freq.py), as for create_pretraining_data.py; refused when it names "
-    "under 10% of the records' words.")
+    "Dynamic records, --masking=domain: the general word list, as for "
+    "create_pretraining_data.py: 'vocab' (the model's vocabulary, its whole words ranked as "
+    "listed), 'jieba' (jieba's dictionary) or a word<TAB>count file "
+    "(scripts/build_word_freq.py); unset: jieba when most letters of the first records are "
+    "Chinese, else vocab. Refused when it names under 10% of the records' words, and 'vocab' "
+    "for Chinese words.")
 flags.DEFINE_float(
     "domain_temperature", word_freq.DEFAULT_TEMPERATURE,
     "Dynamic records, --masking=domain: T > 0 in a word's weight floor + (1 - floor) * s**T "
@@ -277,8 +280,7 @@ def check_listed_share(masking_config, files):
   if masking_config is None or masking_config.word_weights is None:
     return
   units = []
-  for record in itertools.islice(tf.io.tf_record_iterator(files[0]), 100):
-    feature = tf.train.Example.FromString(record).features.feature
+  for feature in first_records(files):
     ids = np.array(feature["input_ids"].int64_list.value)
     starts, ends, _ = masking.word_boundaries(
         ids, np.array(feature[pretraining_records.WORD_STARTS_FEATURE].int64_list.value),
@@ -287,7 +289,24 @@ def check_listed_share(masking_config, files):
   masking_config.word_weights.check_overlap(units, "the first records of %s" % files[0])
 
 
-def load_model(setup, fmt, will_train=False):
+def first_records(files, count=100):
+  """The features (name -> tf.train.Feature) of the first `count` records of files[0]."""
+  for record in itertools.islice(tf.io.tf_record_iterator(files[0]), count):
+    yield tf.train.Example.FromString(record).features.feature
+
+
+def general_word_list(files, tokenizer):
+  """--general_word_freq, or when unset the list the records' text calls for
+  (word_freq.default_source on the tokens of their first records)."""
+  if FLAGS.general_word_freq:
+    return FLAGS.general_word_freq
+  return word_freq.default_source(
+      token for feature in first_records(files)
+      for token in tokenizer.convert_ids_to_tokens(list(feature["input_ids"].int64_list.value))
+      if not word_freq.is_special_entry(token))
+
+
+def load_model(setup, fmt, files, will_train=False):
   """The BertConfig, plus the tokenizer and masking config when needed, checked against `fmt`.
 
   Also checks the run against --output_dir's run_info.json (a training run records its own).
@@ -319,11 +338,9 @@ def load_model(setup, fmt, will_train=False):
       similar = similar_words.load(FLAGS.similar_words_file, tokenizer)
     weights = None
     if FLAGS.masking == "domain":
-      if not FLAGS.general_word_freq:
-        raise InputError("--masking=domain needs --general_word_freq=FILE (word<TAB>count "
-                         "lines of general text; scripts/build_word_freq.py makes one)")
-      weights = word_freq.load(FLAGS.general_word_freq, tokenizer, FLAGS.domain_temperature,
-                               FLAGS.domain_floor)
+      weights = word_freq.load(general_word_list(files, tokenizer), tokenizer,
+                               FLAGS.domain_temperature, FLAGS.domain_floor)
+      logging.info("--masking=domain: %s", weights.describe())
     masking_config = masking.MaskingConfig.from_vocab(
         tokenizer.vocab, source="--vocab_file=%s" % (FLAGS.vocab_file or FLAGS.spm_model_file),
         strategy=FLAGS.masking, masked_lm_prob=FLAGS.masked_lm_prob,
@@ -400,7 +417,8 @@ def read_training_data(setup):
   (load_model) before any training."""
   train_files = cli.expand_files(FLAGS.input_file, "input_file")
   fmt = record_format(train_files, "input_file")
-  bert_config, _, masking_config, objective = load_model(setup, fmt, will_train=True)
+  bert_config, _, masking_config, objective = load_model(setup, fmt, train_files,
+                                                         will_train=True)
   check_vocab_matches(bert_config, train_files)
   check_listed_share(masking_config, train_files)
   vocabulary = export_vocabulary(setup, bert_config) if setup.is_chief else (None, None)
@@ -440,7 +458,7 @@ def score(setup, files, flag_name):
   """Runs the latest checkpoint (else --init_checkpoint) on the first --max_eval_steps *
   --eval_batch_size examples of `files`; returns a Scored."""
   fmt = record_format(files, flag_name)
-  bert_config, tokenizer, masking_config, objective = load_model(setup, fmt, will_train=False)
+  bert_config, tokenizer, masking_config, objective = load_model(setup, fmt, files)
   check_vocab_matches(bert_config, files)
   checkpoint = checkpoints.find_checkpoint(setup.output_dir, setup.init_checkpoint)
   has_nsp = fmt["has_nsp"] and objective.uses_nsp and checkpoint_has_nsp_head(checkpoint)

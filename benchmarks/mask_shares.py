@@ -10,12 +10,12 @@ strategy masked most.
 It measures what --masking=domain is for: the same mask rate, carried by other words.
 
   python benchmarks/mask_shares.py --input_file=../shared/data/corpus/legal_zh.txt \
-    --vocab_file=vocab/chinese_vocab.txt --chinese_word_segmenter=jieba \
-    --general_word_freq=general_zh.tsv
+    --vocab_file=vocab/chinese_vocab.txt --chinese_word_segmenter=jieba
 
-A general Chinese list: jieba's own dictionary cut to word<TAB>count
-(`awk '{print $1"\t"$2}' .../jieba/dict.txt`); an English one: scripts/build_word_freq.py on
-general English text. A document's lines (blank lines between documents) are packed into
+The general list is create_pretraining_data.py's: by default jieba's dictionary for Chinese text
+and the model's vocabulary otherwise, or --general_word_freq=vocab|jieba|FILE
+(scripts/build_word_freq.py on general text of your own). A document's lines (blank lines
+between documents) are packed into
 sequences of at most --max_seq_length tokens, as records pack them.
 """
 
@@ -47,7 +47,9 @@ def _parse(argv):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--input_file", required=True, help="Domain text, one passage a line.")
   parser.add_argument("--vocab_file", required=True, help="The model's WordPiece vocabulary.")
-  parser.add_argument("--general_word_freq", required=True, help="word<TAB>count lines.")
+  parser.add_argument("--general_word_freq", default=None,
+                      help="vocab | jieba | a file of word<TAB>count lines; default as "
+                      "create_pretraining_data.py's (jieba with a segmenter, else vocab).")
   parser.add_argument("--chinese_word_segmenter", default="none", help="none | jieba.")
   parser.add_argument("--do_lower_case", default="true", help="true | false.")
   parser.add_argument("--strategies", default="whole_word,domain",
@@ -105,26 +107,31 @@ def _kinds(config, commonest):
   return kind
 
 
-def _commonest(path, tokenizer, n):
+def _commonest(source, tokenizer, n):
   """The list's n commonest words, as tuples of ids."""
-  counts = word_freq.read_counts(path)
+  counts = word_freq.source_counts(source, tokenizer.vocab)
   top = sorted(counts, key=counts.get, reverse=True)[:n]
   return {tuple(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(w))) for w in top}
 
 
 def measure(args):
-  """Returns {strategy: (token counts by kind, mask counts by kind, masks by word text)}."""
+  """Returns (the general list used, {strategy: (token counts by kind, mask counts by kind,
+  masks by word text)})."""
+  general_word_freq = (args.general_word_freq or
+                       create_pretraining_data.default_general_word_list([args.input_file]))
+
   def featurizer(strategy):
     return corpus.Featurizer(create_pretraining_data.Options(
         input_file=args.input_file, output_file="unused", vocab_file=args.vocab_file,
-        masking=strategy, general_word_freq=args.general_word_freq,
+        masking=strategy, general_word_freq=general_word_freq,
         chinese_word_segmenter=args.chinese_word_segmenter,
         do_lower_case=args.do_lower_case.lower() == "true"))
   featurizers = {strategy: featurizer(strategy) for strategy in args.strategies.split(",")}
   # The domain strategy's word list sorts words into kinds.
   reference = featurizers.get("domain") or featurizer("domain")
   tokenizer = reference.tokenizer
-  kind = _kinds(reference.masking, _commonest(args.general_word_freq, tokenizer, COMMONEST))
+  kind = _kinds(reference.masking,
+                _commonest(reference.masking.word_weights.source, tokenizer, COMMONEST))
   results = {}
   for strategy, featurizer in featurizers.items():
     rng = np.random.default_rng(args.seed)
@@ -142,13 +149,14 @@ def measure(args):
         masks[kind(w)] += 1
         by_word["".join(tokenizer.convert_ids_to_tokens(list(w))).replace("##", "")] += 1
     results[strategy] = (tokens, masks, by_word)
-  return results
+  return general_word_freq, results
 
 
-def report(args, results):
-  """Prints the table and each strategy's most-masked words."""
+def report(args, source, results):
+  """Prints the table and each strategy's most-masked words; `source`: the general list."""
   print("%s: %s, general list %s, seed %d" % (
-      os.path.basename(args.input_file), args.chinese_word_segmenter, args.general_word_freq,
+      os.path.basename(args.input_file), args.chinese_word_segmenter,
+      source,
       args.seed))
   print("Share of the masks (in brackets: of the tokens) on words the list lacks, words it lists"
         " under 10 per million, its %d commonest words, and punctuation, digits or [UNK]:" %
@@ -171,9 +179,11 @@ def report(args, results):
 def main(argv=None):
   args = _parse(argv)
   try:
-    for flag in ("input_file", "vocab_file", "general_word_freq"):
+    for flag in ("input_file", "vocab_file"):
       cli.require_file(getattr(args, flag), flag)
-    report(args, measure(args))
+    if args.general_word_freq not in (None, word_freq.VOCAB_SOURCE, word_freq.JIEBA_SOURCE):
+      cli.require_file(args.general_word_freq, "general_word_freq")
+    report(args, *measure(args))
   except (InputError, OSError, UnicodeDecodeError) as e:
     print("error: mask_shares.py: %s" % e, file=sys.stderr)
     sys.exit(2)

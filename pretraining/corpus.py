@@ -259,8 +259,9 @@ def masking_config(opts, tokenizer):
     similar = similar_words.load(opts.similar_words_file, tokenizer)
   weights = None
   if opts.strategy == "domain":
-    weights = word_freq.load(opts.general_word_freq, tokenizer, opts.domain_temperature,
-                             opts.domain_floor)
+    # create_pretraining_data.run() sets an unset list from the text (word_freq.default_source).
+    weights = word_freq.load(opts.general_word_freq or word_freq.VOCAB_SOURCE, tokenizer,
+                             opts.domain_temperature, opts.domain_floor)
   return masking.MaskingConfig.from_vocab(
       tokenizer.vocab, source=source, strategy=opts.strategy,
       masked_lm_prob=opts.masked_lm_prob, max_predictions_per_seq=opts.max_predictions_per_seq,

@@ -22,18 +22,30 @@ list does not name counts as ordinary (s = 0) when it is punctuation only, digit
 or a case number is no word a checkpoint lacks, and general lists often leave numbers out:
 jieba's dictionary does), or has an [UNK] piece (predicting [UNK] teaches nothing).
 
-The list file: utf-8 lines `word<TAB>count` (count a positive number; blank lines skipped; a
-word listed twice adds up). scripts/build_word_freq.py writes one from a corpus you name. Its
-words are mapped to word pieces with the model's tokenizer, as the masking sees words: a
-WordPiece word and its "##" pieces, or a run of CJK characters (a Chinese word, which should
-come from the same --chinese_word_segmenter as the records' words); a list word of several such
-words counts for each. Words with an [UNK] piece are dropped.
+The list (--general_word_freq) is one of:
+  vocab   the model's own vocabulary, read as the general text it was built from: Google's
+          WordPiece (and SentencePiece) vocabularies list their whole words most frequent first
+          ("the", "of", "and", ...), so the word of rank r counts TOP / r (Zipf's law) and a
+          single character counts TOP. A word the vocabulary spells in several pieces is one the
+          checkpoint never saw as a word: s = 1. It needs no file and no general corpus. It
+          knows no Chinese words (a Chinese vocabulary lists characters), so text whose words
+          are mostly Chinese is refused with it (check_overlap).
+  jieba   jieba's own dictionary (349,046 words with counts, shipped in the jieba package).
+  a file  utf-8 lines `word<TAB>count` (count a positive number; blank lines skipped; a word
+          listed twice adds up). scripts/build_word_freq.py writes one from a corpus you name.
+When the flag is not given, the text decides (default_source): jieba when most of its letters
+are Chinese characters, else vocab. The list's words are mapped to word pieces with the model's
+tokenizer, as the masking sees words: a WordPiece word and its "##" pieces, or a run of CJK
+characters (a Chinese word, which should come from the same --chinese_word_segmenter as the
+records' words); a list word of several such words counts for each. Words with an [UNK] piece
+are dropped.
 
 This module does not import TensorFlow.
 """
 
 import collections
 import math
+import os
 import re
 import unicodedata
 
@@ -45,6 +57,16 @@ import tokenization
 
 DEFAULT_TEMPERATURE = 2.0
 DEFAULT_FLOOR = 0.1
+
+# --general_word_freq values that name built-in lists, not files.
+VOCAB_SOURCE = "vocab"
+JIEBA_SOURCE = "jieba"
+
+# The count of the vocabulary's commonest word (and of every single character) for VOCAB_SOURCE.
+VOCAB_TOP_COUNT = 10 ** 9
+
+# A special entry of a vocabulary: [CLS], [unused3], <unk>, <s>.
+_SPECIAL_ENTRY_RE = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
 
 # A list that names fewer than this share of the domain text's words (punctuation aside) is for
 # another language or vocabulary: refused before any work.
@@ -93,6 +115,92 @@ def read_counts(path):
     raise InputError("%s: empty: expected word<TAB>count lines (scripts/build_word_freq.py "
                      "writes them from a corpus)" % path)
   return counts
+
+
+def is_special_entry(token):
+  """Whether a vocabulary entry is a special token: [CLS], [PAD], [unused3], <unk>, <s>."""
+  return bool(_SPECIAL_ENTRY_RE.match(token))
+
+
+def vocab_counts(vocab):
+  """The VOCAB_SOURCE list: a vocabulary's whole words as an ordered dict word -> count.
+
+  Args:
+    vocab: ordered dict token -> id, in the vocabulary file's order.
+
+  Returns:
+    OrderedDict: each entry that is not a special token ([CLS], <unk>) or a continuation piece
+    ("##ing"; a SentencePiece entry without its word-start mark), word-start mark removed; a
+    single character counts VOCAB_TOP_COUNT, the r-th longer word VOCAB_TOP_COUNT / r.
+  """
+  spm = any(token.startswith(tokenization.SPM_WORD_START) for token in vocab)
+  counts = collections.OrderedDict()
+  rank = 0
+  for token in vocab:
+    if not token.strip() or is_special_entry(token):
+      continue
+    continuation = (not token.startswith(tokenization.SPM_WORD_START)) if spm else (
+        token.startswith("##"))
+    if continuation:
+      continue
+    word = token.lstrip(tokenization.SPM_WORD_START)
+    if not word or word in counts:
+      continue
+    if len(word) > 1:
+      rank += 1
+    counts[word] = float(VOCAB_TOP_COUNT // max(rank if len(word) > 1 else 1, 1))
+  return counts
+
+
+def jieba_dictionary():
+  """The path of jieba's dictionary (lines `word count tag`); InputError if jieba is missing."""
+  try:
+    import jieba  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise InputError("--general_word_freq=%s: jieba is not installed (pip install jieba), or "
+                     "pass a word<TAB>count file" % JIEBA_SOURCE)
+  return os.path.join(os.path.dirname(jieba.__file__), "dict.txt")
+
+
+def jieba_counts():
+  """The JIEBA_SOURCE list: jieba's dictionary as an ordered dict word -> count."""
+  path = jieba_dictionary()
+  counts = collections.OrderedDict()
+  for line_number, line in cli.text_lines(path):
+    fields = line.split()
+    if not fields:
+      continue
+    try:
+      counts[fields[0]] = counts.get(fields[0], 0.0) + float(fields[1])
+    except (IndexError, ValueError):
+      raise InputError("%s:%d: expected `word count tag` (jieba's dictionary)" %
+                       (path, line_number))
+  return counts
+
+
+def default_source(sample):
+  """--general_word_freq when it is not given: JIEBA_SOURCE when most of the letters of
+  `sample` (an iterable of strings: the domain text's first lines, or its first records'
+  tokens) are CJK characters, else VOCAB_SOURCE."""
+  cjk = other = 0
+  for text in sample:
+    for char in text:
+      if char.isalpha():
+        if _is_cjk(char):
+          cjk += 1
+        else:
+          other += 1
+  return JIEBA_SOURCE if cjk > other else VOCAB_SOURCE
+
+
+def source_counts(source, vocab):
+  """The general list named by --general_word_freq (VOCAB_SOURCE, JIEBA_SOURCE or a file), as
+  an ordered dict word -> count."""
+  if source == VOCAB_SOURCE:
+    return vocab_counts(vocab)
+  if source == JIEBA_SOURCE:
+    return jieba_counts()
+  return read_counts(source)
 
 
 def _is_cjk(char):
@@ -153,10 +261,12 @@ class WordWeights(object):
 
   def __init__(self, counts, punctuation_ids, temperature=DEFAULT_TEMPERATURE,
                floor=DEFAULT_FLOOR, source="general word frequencies", numeral_ids=(),
-               unk_id=None):
+               unk_id=None, cjk_ids=()):
     """counts: dict tuple of ids -> count (> 0); punctuation_ids, numeral_ids: ids of the
-    punctuation and digits-only tokens; unk_id: the id of [UNK] (or None)."""
+    punctuation and digits-only tokens; unk_id: the id of [UNK] (or None); cjk_ids: ids of the
+    tokens that begin with a CJK character."""
     check_settings(temperature, floor)
+    self.cjk_ids = frozenset(cjk_ids)
     self.unk_id = unk_id
     self.plain_ids = frozenset(punctuation_ids) | frozenset(numeral_ids) | frozenset(
         [] if unk_id is None else [unk_id])
@@ -199,8 +309,8 @@ class WordWeights(object):
     names, as a share, and how many were counted."""
     counted = listed = 0
     for unit in units:
-      if len(unit) == 1 and unit in self.weights and unit not in self.listed:
-        continue  # Punctuation the list does not name.
+      if self.is_plain(unit):
+        continue  # Punctuation, a number or [UNK] the list does not name.
       counted += 1
       listed += unit in self.listed
     return listed / float(max(counted, 1)), counted
@@ -209,6 +319,14 @@ class WordWeights(object):
     """Raises InputError when the list names under MIN_LISTED_SHARE of the words of `units`
     (the domain text's, read from `where`)."""
     share, counted = self.listed_share(units)
+    if self.source == VOCAB_SOURCE and counted:
+      chinese = sum(unit[0] in self.cjk_ids for unit in units if not self.is_plain(unit))
+      if chinese > 0.5 * counted:
+        raise InputError(
+            "--general_word_freq=%s: %d of the %d words of %s are Chinese, and a vocabulary "
+            "lists characters, not Chinese words: pass --general_word_freq=%s (jieba's "
+            "dictionary, with --chinese_word_segmenter=jieba) or a word<TAB>count file" %
+            (VOCAB_SOURCE, chinese, counted, where, JIEBA_SOURCE))
     if counted and share < MIN_LISTED_SHARE:
       raise InputError(
           "--general_word_freq=%s names only %.1f%% of the %d words of %s (at least %.0f%% "
@@ -226,7 +344,7 @@ def load(path, tokenizer, temperature=DEFAULT_TEMPERATURE, floor=DEFAULT_FLOOR):
   """Reads a word-frequency list and maps it to the model's word pieces.
 
   Args:
-    path: file of `word<TAB>count` lines.
+    path: --general_word_freq: VOCAB_SOURCE, JIEBA_SOURCE or a file of `word<TAB>count` lines.
     tokenizer: tokenization.FullTokenizer of the model.
     temperature, floor: --domain_temperature and --domain_floor.
 
@@ -240,7 +358,7 @@ def load(path, tokenizer, temperature=DEFAULT_TEMPERATURE, floor=DEFAULT_FLOOR):
   check_settings(temperature, floor)
   unk = tokenizer.vocab.get("[UNK]", tokenizer.vocab.get("<unk>"))
   counts = collections.Counter()
-  text_counts = read_counts(path)
+  text_counts = source_counts(path, tokenizer.vocab)
   for word, count in text_counts.items():
     tokens = tokenizer.tokenize(word)
     for unit in word_units(tokens, tokenizer.convert_tokens_to_ids(tokens)):
@@ -249,15 +367,17 @@ def load(path, tokenizer, temperature=DEFAULT_TEMPERATURE, floor=DEFAULT_FLOOR):
   if not counts:
     raise InputError("%s: none of its %d words is in the model's vocabulary without [UNK]: a "
                      "list for another vocabulary or language" % (path, len(text_counts)))
-  punctuation, numerals = [], []
+  punctuation, numerals, cjk = [], [], []
   for token, i in tokenizer.vocab.items():
     piece = token.lstrip(tokenization.SPM_WORD_START)
+    if piece and _is_cjk(piece[0]):
+      cjk.append(i)
     if not _WORD_CHAR_RE.search(piece):
       punctuation.append(i)
     elif _DIGITS_RE.match(piece):
       numerals.append(i)
   return WordWeights(counts, punctuation, temperature, floor, source=path, numeral_ids=numerals,
-                     unk_id=unk)
+                     unk_id=unk, cjk_ids=cjk)
 
 
 def count_words(input_files, split):

@@ -221,6 +221,73 @@ def test_chinese_words_from_jieba(tmp_path):
   assert counts["法"] > 3 * counts["我"] and counts["判"] > 3 * counts["公"], counts
 
 
+def _weight(tokenizer, weights, word):
+  tokens = tokenizer.tokenize(word)
+  return weights.unit_weights(tokenizer.convert_tokens_to_ids(tokens), np.array([0]),
+                              np.array([len(tokens)]))[0]
+
+
+def test_the_vocabulary_is_the_default_general_list(english):
+  counts = word_freq.vocab_counts(english.vocab)
+  top = word_freq.VOCAB_TOP_COUNT
+  # Google's vocabulary lists its whole words most frequent first, after the characters.
+  assert (counts["the"], counts["of"], counts["and"]) == (top, top // 2, top // 3)
+  assert counts["a"] == counts["."] == top and top // 10000 < counts["cowboys"] < top // 5000
+  assert "##s" not in counts and "[CLS]" not in counts and "[unused5]" not in counts
+  spm = collections.OrderedDict((t, i) for i, t in enumerate(
+      ["<unk>", "<s>", "\u2581the", "s", "\u2581of", "\u2581a", "ing"]))
+  assert word_freq.vocab_counts(spm) == collections.OrderedDict(
+      [("the", top), ("of", top // 2), ("a", top)])
+  featurizer = corpus.Featurizer(create_pretraining_data.Options(
+      input_file="unused", output_file="unused", vocab_file=_ENGLISH_VOCAB, masking="domain"))
+  weights = featurizer.masking.word_weights
+  assert weights.source == "vocab"
+  the, cowboys, new = (_weight(english, weights, w) for w in ("the", "cowboys", "xylem"))
+  # Measured: 0.156, 0.401 and 1 (xylem is three pieces: a word the checkpoint never saw whole).
+  assert 0.1 < the < 0.2 < cowboys < 0.5 and new == 1.0, (the, cowboys, new)
+
+
+def test_jieba_dictionary_weighs_chinese_words():
+  pytest.importorskip("jieba")
+  featurizer = corpus.Featurizer(create_pretraining_data.Options(
+      input_file="unused", output_file="unused", vocab_file=_CHINESE_VOCAB, masking="domain",
+      chinese_word_segmenter="jieba", general_word_freq="jieba"))
+  weights = featurizer.masking.word_weights
+  assert weights.source == "jieba" and len(weights) > 300000
+  zh = featurizer.tokenizer
+  ours, court, verdict = (_weight(zh, weights, w) for w in ("我们", "法院", "判决书"))
+  # Measured: 0.215, 0.390, 0.635; a word jieba's dictionary lacks weighs 1.
+  assert ours < court < verdict < 1.0 == _weight(zh, weights, "鑫鑫鑫"), (ours, court, verdict)
+
+
+def test_the_text_chooses_the_list_when_none_is_given(tmp_path):
+  pytest.importorskip("jieba")
+  assert word_freq.default_source(["我们去法院。", "ok, 2024"]) == "jieba"
+  assert word_freq.default_source(["the court 法院", "[CLS]"]) == "vocab"
+  assert word_freq.default_source([]) == "vocab"
+  chosen = {}
+  for name, text, vocab in (("en", "the xylem of the leaf .\nit was phloem .\n", _ENGLISH_VOCAB),
+                            ("zh", "我们去法院。\n他们在公园散步。\n", _CHINESE_VOCAB)):
+    opts = create_pretraining_data.Options(
+        input_file=_write(tmp_path / (name + ".txt"), text * 3),
+        output_file=str(tmp_path / (name + ".tfrecord")), vocab_file=vocab, masking="domain",
+        chinese_word_segmenter="jieba", dupe_factor=1)
+    create_pretraining_data.run(opts)
+    chosen[name] = opts.general_word_freq
+  # README's one command (with --chinese_word_segmenter=jieba) serves English and Chinese text.
+  assert chosen == {"en": "vocab", "zh": "jieba"}
+
+
+def test_the_vocabulary_list_refuses_chinese_words():
+  zh = tokenization.FullTokenizer(_CHINESE_VOCAB)
+  weights = word_freq.load("vocab", zh)
+  units = [tuple(zh.convert_tokens_to_ids(zh.tokenize(w))) for w in ("我们", "去", "法院", "ok")]
+  assert weights.check_overlap(units[-2:], "the text") == 0.5  # Half Chinese: accepted.
+  with pytest.raises(InputError, match=r"--general_word_freq=vocab: 3 of the 4 words of the "
+                     r"text are Chinese.*--general_word_freq=jieba"):
+    weights.check_overlap(units, "the text")
+
+
 @pytest.mark.parametrize("content, fragment", [
     ("", "general.tsv: empty: expected word<TAB>count"),
     ("\n\n", "general.tsv: empty: expected word<TAB>count"),
@@ -264,6 +331,7 @@ def cli_world(tmp_path_factory):
   return dict(root=root, domain=_write(root / "domain.txt", text),
               general=_general_list(root),
               chinese=_write(root / "chinese.tsv", "的\t900\n我们\t50\n法院\t3\n"),
+              chinese_text=_write(root / "chinese.txt", "我们去法院。\n他们在公园散步。\n\n" * 4),
               malformed=_write(root / "malformed.tsv", "the\t10\nof\n"))
 
 
@@ -280,7 +348,11 @@ def _cpd(world, *flags):
      "Build one from general text of the domain's language with scripts/build_word_freq.py"),
     (["--masking=domain", "--general_word_freq=MALFORMED"],
      "error: MALFORMED:2: expected word<TAB>count with a count > 0 (got 'of')"),
-    (["--masking=domain"], "error: --masking=domain needs --general_word_freq=FILE"),
+    (["--input_file=CHINESE_TEXT", "--vocab_file=ZH_VOCAB", "--masking=domain",
+      "--general_word_freq=vocab"],
+     "error: --general_word_freq=vocab: 48 of the 56 words of the first 8 lines of "
+     "CHINESE_TEXT are Chinese, and a vocabulary lists characters, not Chinese words: pass "
+     "--general_word_freq=jieba"),
     (["--masking=domain", "--general_word_freq=GENERAL", "--masked_lm_prob=0"],
      "error: --masked_lm_prob=0.0: expected a value in (0, 1]"),
     (["--masking=domain", "--general_word_freq=GENERAL", "--domain_floor=2"],
@@ -289,7 +361,8 @@ def _cpd(world, *flags):
                             "token|whole_word|ngram|domain"),
 ])
 def test_create_pretraining_data_refuses_bad_input_before_any_work(cli_world, flags, expected):
-  names = {"CHINESE": cli_world["chinese"], "MALFORMED": cli_world["malformed"],
+  names = {"CHINESE_TEXT": cli_world["chinese_text"], "ZH_VOCAB": _CHINESE_VOCAB,
+           "CHINESE": cli_world["chinese"], "MALFORMED": cli_world["malformed"],
            "GENERAL": cli_world["general"], "DOMAIN": cli_world["domain"]}
   for name, path in names.items():
     flags = [f.replace(name, path) for f in flags]
@@ -326,9 +399,12 @@ def test_records_then_dynamic_training_with_domain_masking(tmp_path):
   line = assert_one_line_error(refused, "--general_word_freq=%s names only" % foreign,
                                "the first records of %s" % records)
   assert not os.path.exists(str(tmp_path / "refused" / "model.ckpt-2.index")), line
-  result = run_script("run_pretraining_mgpu.py", *(base + [
-      "--output_dir=" + str(tmp_path / "out"), "--general_word_freq=" + general]))
+  # No list given: the model's vocabulary (the records' text is not Chinese).
+  result = run_script("run_pretraining_mgpu.py",
+                      *(base + ["--output_dir=" + str(tmp_path / "out")]))
   assert result.returncode == 0, result.stderr[-3000:]
+  assert "--masking=domain: %d words from vocab, temperature 2, floor 0.1" % (
+      len(word_freq.vocab_counts(tokenization.load_vocab(paths["vocab"])))) in result.stderr
   assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("model.ckpt-2")
   info = json.load(open(str(tmp_path / "out" / "run_info.json")))
   assert "domain" in json.dumps(info)

@@ -330,7 +330,7 @@ def test_vocabulary_must_fit_the_config(data, tmp_path, parse_flags):
   fmt = run_pretraining_mgpu.record_format([data["static"]], "input_file")
   with pytest.raises(InputError, match="has %d entries but vocab_size=%d" %
                      (len(VOCAB) + 1, len(VOCAB))):
-    run_pretraining_mgpu.load_model(_setup(tmp_path), fmt)
+    run_pretraining_mgpu.load_model(_setup(tmp_path), fmt, [data["static"]])
   # Records holding ids beyond the config's vocabulary were made with another vocabulary.
   small_config = modeling.BertConfig(**dict(CONFIG, vocab_size=8))
   with pytest.raises(InputError, match="static.tfrecord holds token id .* but vocab_size=8"):
