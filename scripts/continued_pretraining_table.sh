@@ -18,8 +18,8 @@
 #   similar words (build_similar_words.py: the text's words, neighbours by the checkpoint's own
 #   word-piece embeddings; word2vec on a task's text gives noise); electra: the discriminator is
 #   the checkpoint's encoder; domain: mlm with --masking=domain, the words the general list
-#   GENERAL_WORD_FREQ lacks masked first (default: scripts/build_word_freq.py on the other GLUE
-#   task's training sentences, MRPC's for cola and CoLA's for mrpc, built into WORK).
+#   lacks masked first (GENERAL_WORD_FREQ: vocab, jieba or a word<TAB>count file; default: the
+#   tools' own, the model's vocabulary for English text).
 #
 # Knobs, checked before any work:
 #   SEEDS ("1 2 3"): fine-tuning seeds.  PASSES ("3 10"): budgets, in passes over the text.
@@ -68,16 +68,10 @@ for arm in $ARMS; do
   [[ " mlm macbert electra domain " == *" $arm "* ]] ||
     fail "ARMS takes mlm, macbert, electra, domain, got '$arm'"
 done
-if [[ " $ARMS " == *" domain "* ]]; then
-  if [ -n "$GENERAL_WORD_FREQ" ]; then
-    [ -f "$GENERAL_WORD_FREQ" ] || fail "GENERAL_WORD_FREQ=$GENERAL_WORD_FREQ: no such file"
-  else
-    case "$TASK" in  # the other task's sentences: general text that is not the task's own
-      cola) GENERAL_TSV="$(dirname "$DATA_DIR")/MRPC/train.tsv" ;;
-      mrpc) GENERAL_TSV="$(dirname "$DATA_DIR")/CoLA/train.tsv" ;;
-    esac
-    [ -f "$GENERAL_TSV" ] || fail "the domain arm needs GENERAL_WORD_FREQ (word<TAB>count lines); $GENERAL_TSV is not there to build one from"
-  fi
+if [[ " $ARMS " == *" domain "* ]] && [ -n "$GENERAL_WORD_FREQ" ] &&
+    [ "$GENERAL_WORD_FREQ" != vocab ] && [ "$GENERAL_WORD_FREQ" != jieba ]; then
+  [ -f "$GENERAL_WORD_FREQ" ] ||
+    fail "GENERAL_WORD_FREQ=$GENERAL_WORD_FREQ: expected vocab, jieba or a word<TAB>count file"
 fi
 is_int "$MAX_SEQ_LENGTH" && [ "$MAX_SEQ_LENGTH" -ge 16 ] && [ "$MAX_SEQ_LENGTH" -le 512 ] ||
   fail "MAX_SEQ_LENGTH takes an integer in 16..512, got '$MAX_SEQ_LENGTH'"
@@ -169,25 +163,14 @@ if [ ! -f "$WORK/records/text.tfrecord" ]; then
   grep -o "[0-9]* instances, [0-9]* tokens" "$WORK/records.log" | head -n 1 > "$WORK/text_stats.txt"
 fi
 INSTANCES=$(grep -o "^[0-9]*" "$WORK/text_stats.txt")
-if [[ " $ARMS " == *" domain "* ]] && [ -z "$GENERAL_WORD_FREQ" ]; then
-  GENERAL_WORD_FREQ="$WORK/general_freq.tsv"
-  if [ ! -f "$GENERAL_WORD_FREQ" ]; then
-    case "$TASK" in
-      cola) tail -n +2 "$GENERAL_TSV" | tr -d '\r' | cut -f4,5 | tr '\t' '\n' > "$WORK/general.txt" ;;
-      mrpc) tr -d '\r' < "$GENERAL_TSV" | cut -f4 > "$WORK/general.txt" ;;
-    esac
-    logged "$WORK/general_freq.log" python scripts/build_word_freq.py \
-      --input_file="$WORK/general.txt" --output_file="$GENERAL_WORD_FREQ"
-  fi
-  echo "== general word list: $GENERAL_WORD_FREQ ($(wc -l < "$GENERAL_WORD_FREQ") words)"
-fi
 
 # 3. Continued pretraining: one run per arm and budget, exported to <run>/export/.
 pretrain() {  # pretrain ARM STEPS OUTPUT_DIR
   local arm=$1 steps=$2 out=$3 extra=() masking=whole_word
   [ "$arm" = electra ] && extra=(--objective=electra)
   [ "$arm" = macbert ] && extra=(--masking_replacement=similar --similar_words_file="$WORK/similar_words.tsv")
-  [ "$arm" = domain ] && masking=domain && extra=(--general_word_freq="$GENERAL_WORD_FREQ")
+  [ "$arm" = domain ] && masking=domain &&
+    extra=(${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"})
   # shellcheck disable=SC2086  # PRETRAIN_FLAGS holds several flags
   python run_pretraining_mgpu.py --input_file="$WORK/records/text.tfrecord" --output_dir="$out" \
     --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \

@@ -19,11 +19,13 @@
 #   token, ngram: static records with --masking=token / --masking=ngram (otherwise as mlm);
 #   domain: static records with --masking=domain (docs/pretraining.md, domain-aware masking);
 #   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word.
-#   The domain arms need a general word list: GENERAL_WORD_FREQ (a word<TAB>count file), else
-#   one built by scripts/build_word_freq.py from GENERAL_CORPUS (text files; default: the sentences of
-#   ../shared/data/glue/MRPC/train.tsv when present) into WORK. DOMAIN_TEMPERATURE (2) and
-#   DOMAIN_FLOOR (0.1) set --domain_temperature and --domain_floor (other values get folders of
-#   their own).
+#   The domain arms score words against the tools' default general list (for this English text:
+#   the model's vocabulary, --general_word_freq=vocab), unless GENERAL_WORD_FREQ names one
+#   (vocab, jieba or a word<TAB>count file) or GENERAL_CORPUS names general text for
+#   scripts/build_word_freq.py (GENERAL_CORPUS=mrpc: the sentences of
+#   ../shared/data/glue/MRPC/train.tsv, news text). DOMAIN_TEMPERATURE (2) and DOMAIN_FLOOR (0.1)
+#   set --domain_temperature and --domain_floor. A named list and other settings get folders of
+#   their own (domain_<list>, domain_T<t>_f<f>).
 # Knobs, checked before any work:
 #   SEEDS ("1 2 3"): fine-tuning seeds.  BUDGETS ("200 400"): pretraining steps.
 #   PRETRAIN_SEEDS (empty: the tools' default seeds, one run per arm): --random_seed of
@@ -100,10 +102,10 @@ USES_DOMAIN=0
 [[ " $ARMS " == *" domain "* || " $ARMS " == *" domain_dyn "* ]] && USES_DOMAIN=1
 MRPC="$(cd "$(dirname "$0")/.." && pwd)/../shared/data/glue/MRPC/train.tsv"
 if [ "$USES_DOMAIN" = 1 ] && [ "${TABLE_ONLY:-0}" != 1 ]; then
-  if [ -n "$GENERAL_WORD_FREQ" ]; then
-    [ -f "$GENERAL_WORD_FREQ" ] || fail "GENERAL_WORD_FREQ=$GENERAL_WORD_FREQ: no such file"
-  elif [ -z "$GENERAL_CORPUS" ] && [ ! -f "$MRPC" ]; then
-    fail "the domain arms need GENERAL_WORD_FREQ (word<TAB>count lines) or GENERAL_CORPUS (general text files); $MRPC is not there either"
+  if [ -n "$GENERAL_WORD_FREQ" ] && [ "$GENERAL_WORD_FREQ" != vocab ] && [ "$GENERAL_WORD_FREQ" != jieba ]; then
+    [ -f "$GENERAL_WORD_FREQ" ] || fail "GENERAL_WORD_FREQ=$GENERAL_WORD_FREQ: expected vocab, jieba or a word<TAB>count file"
+  elif [ "$GENERAL_CORPUS" = mrpc ] && [ ! -f "$MRPC" ]; then
+    fail "GENERAL_CORPUS=mrpc: $MRPC is not there"
   fi
 fi
 export CUDA_VISIBLE_DEVICES=
@@ -111,8 +113,10 @@ TASK="$WORK/task_${TOPIC_SET}_seed$TASK_SEED"
 [ "$TERM_SENTENCES" = 30 ] || TASK="${TASK}_terms$TERM_SENTENCES"
 # Runs under other pretraining flags or learning rates go to other folders.
 VARIANT="lr${PRETRAIN_LR}$(echo "$PRETRAIN_FLAGS" | tr -d ' -' | tr '=' '_')"
-DOMAIN_TAG=""  # domain arms under other settings get folders of their own
-[ "$DOMAIN_TEMPERATURE" = 2 ] && [ "$DOMAIN_FLOOR" = 0.1 ] || DOMAIN_TAG="_T${DOMAIN_TEMPERATURE}_f${DOMAIN_FLOOR}"
+DOMAIN_TAG=""  # domain arms under a named list or other settings get folders of their own
+if [ -n "$GENERAL_WORD_FREQ" ]; then DOMAIN_TAG="_$(basename "${GENERAL_WORD_FREQ%.*}")"
+elif [ -n "$GENERAL_CORPUS" ]; then DOMAIN_TAG="_$(basename "${GENERAL_CORPUS%%[.*]*}")"; fi
+[ "$DOMAIN_TEMPERATURE" = 2 ] && [ "$DOMAIN_FLOOR" = 0.1 ] || DOMAIN_TAG="${DOMAIN_TAG}_T${DOMAIN_TEMPERATURE}_f${DOMAIN_FLOOR}"
 PSEEDS="${PRETRAIN_SEEDS:-none}"  # none: the tools' own default seeds, folders without a seed
 pseed_dir() { [ "$1" = none ] || echo "/pseed$1"; }  # below a run's steps folder
 arm_dir() { case $1 in domain|domain_dyn) echo "$1$DOMAIN_TAG" ;; *) echo "$1" ;; esac; }
@@ -189,7 +193,7 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
     dir="$TASK/records$suffix"
     [ "$masking" = whole_word ] || dir="$TASK/records_$(arm_dir "$masking")$suffix"
     extra+=(--masked_lm_prob=0.15 --dupe_factor=5 --masking="$masking")
-    [ "$masking" = domain ] && extra+=(--general_word_freq="$GENERAL_WORD_FREQ"
+    [ "$masking" = domain ] && extra+=(${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"}
       --domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR")
   fi
   if [ ! -f "$dir/train-0.tfrecord" ]; then
@@ -200,10 +204,10 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
   fi
   echo "$dir"
 }
-if [ "$USES_DOMAIN" = 1 ] && [ -z "$GENERAL_WORD_FREQ" ]; then
-  GENERAL_WORD_FREQ="$WORK/general_freq.tsv"
+if [ "$USES_DOMAIN" = 1 ] && [ -z "$GENERAL_WORD_FREQ" ] && [ -n "$GENERAL_CORPUS" ]; then
+  GENERAL_WORD_FREQ="$WORK/general_freq$DOMAIN_TAG.tsv"
   if [ ! -f "$GENERAL_WORD_FREQ" ]; then
-    if [ -z "$GENERAL_CORPUS" ]; then  # MRPC's sentences (news text), one pair a document
+    if [ "$GENERAL_CORPUS" = mrpc ]; then  # MRPC's sentences (news text), one pair a document
       GENERAL_CORPUS="$WORK/general_mrpc.txt"
       python - "$MRPC" "$GENERAL_CORPUS" <<'PY'
 import csv, sys
@@ -212,7 +216,7 @@ with open(sys.argv[1], encoding="utf-8") as f, open(sys.argv[2], "w", encoding="
     out.write(row[3] + "\n" + row[4] + "\n\n")
 PY
     fi
-    logged "$WORK/general_freq.log" python scripts/build_word_freq.py --input_file="$GENERAL_CORPUS" \
+    logged "$WORK/general_freq$DOMAIN_TAG.log" python scripts/build_word_freq.py --input_file="$GENERAL_CORPUS" \
       --output_file="$GENERAL_WORD_FREQ"
   fi
   echo "== general word list: $GENERAL_WORD_FREQ ($(wc -l < "$GENERAL_WORD_FREQ") words)"
@@ -233,7 +237,7 @@ pretrain() {  # pretrain ARM STEPS PSEED OUTPUT_DIR
     macbert) extra+=(--masking=whole_word --masking_replacement=similar
                      --similar_words_file="$TASK/similar_words.tsv") ;;
     wwm_dyn) extra+=(--masking=whole_word) ;;
-    domain_dyn) extra+=(--masking=domain --general_word_freq="$GENERAL_WORD_FREQ"
+    domain_dyn) extra+=(--masking=domain ${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"}
                         --domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR") ;;
   esac
   # shellcheck disable=SC2086  # PRETRAIN_FLAGS holds several flags
