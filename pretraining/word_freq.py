@@ -25,9 +25,14 @@ jieba's dictionary does), or has an [UNK] piece (predicting [UNK] teaches nothin
 The list (--general_word_freq) is one of:
   vocab   the model's own vocabulary, read as the general text it was built from: Google's
           WordPiece (and SentencePiece) vocabularies list their whole words most frequent first
-          ("the", "of", "and", ...), so the word of rank r counts TOP / r (Zipf's law) and a
-          single character counts TOP. A word the vocabulary spells in several pieces is one the
-          checkpoint never saw as a word: s = 1. It needs no file and no general corpus. It
+          ("the", "of", "and", ...), so of its N whole words of two or more characters the
+          word of rank r counts N / r (Zipf's law, scaled so that the rarest counts 1, as the
+          rarest words of a corpus list do) and a single ASCII letter ("a", "i") counts N; the
+          other single characters (listed in Unicode order, not by frequency) and entries
+          without a letter ("...", "2017") are left out: punctuation and numbers weigh the
+          floor, a letter of another script 1. A word the
+          vocabulary spells in several pieces is one the checkpoint never saw as a word: s = 1.
+          It needs no file and no general corpus. It
           knows no Chinese words (a Chinese vocabulary lists characters), so text whose words
           are mostly Chinese is refused with it (check_overlap).
   jieba   jieba's own dictionary (349,046 words with counts, shipped in the jieba package).
@@ -62,8 +67,7 @@ DEFAULT_FLOOR = 0.1
 VOCAB_SOURCE = "vocab"
 JIEBA_SOURCE = "jieba"
 
-# The count of the vocabulary's commonest word (and of every single character) for VOCAB_SOURCE.
-VOCAB_TOP_COUNT = 10 ** 9
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 # A special entry of a vocabulary: [CLS], [unused3], <unk>, <s>.
 _SPECIAL_ENTRY_RE = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
@@ -130,25 +134,29 @@ def vocab_counts(vocab):
 
   Returns:
     OrderedDict: each entry that is not a special token ([CLS], <unk>) or a continuation piece
-    ("##ing"; a SentencePiece entry without its word-start mark), word-start mark removed; a
-    single character counts VOCAB_TOP_COUNT, the r-th longer word VOCAB_TOP_COUNT / r.
+    ("##ing"; a SentencePiece entry without its word-start mark) or without a letter ("...",
+    "2017"), word-start mark removed; of the N words of two or more characters the r-th counts
+    N / r, a single ASCII letter N, and other single characters are left out.
   """
   spm = any(token.startswith(tokenization.SPM_WORD_START) for token in vocab)
-  counts = collections.OrderedDict()
-  rank = 0
+  words = collections.OrderedDict()  # An ordered set.
   for token in vocab:
     if not token.strip() or is_special_entry(token):
       continue
     continuation = (not token.startswith(tokenization.SPM_WORD_START)) if spm else (
         token.startswith("##"))
-    if continuation:
-      continue
     word = token.lstrip(tokenization.SPM_WORD_START)
-    if not word or word in counts:
-      continue
+    if continuation or not any(char.isalpha() for char in word):
+      continue  # A piece, or punctuation and digits ("...", "2017"): they weigh the floor.
+    if len(word) > 1 or word in _ASCII_LETTERS:
+      words[word] = True
+  ranked = float(max(sum(len(word) > 1 for word in words), 1))
+  counts = collections.OrderedDict()
+  rank = 0
+  for word in words:
     if len(word) > 1:
       rank += 1
-    counts[word] = float(VOCAB_TOP_COUNT // max(rank if len(word) > 1 else 1, 1))
+    counts[word] = ranked / rank if len(word) > 1 else ranked
   return counts
 
 

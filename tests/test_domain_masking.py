@@ -227,24 +227,28 @@ def _weight(tokenizer, weights, word):
                               np.array([len(tokens)]))[0]
 
 
-def test_the_vocabulary_is_the_default_general_list(english):
+def test_the_vocabulary_is_a_general_list(english):
   counts = word_freq.vocab_counts(english.vocab)
-  top = word_freq.VOCAB_TOP_COUNT
-  # Google's vocabulary lists its whole words most frequent first, after the characters.
-  assert (counts["the"], counts["of"], counts["and"]) == (top, top // 2, top // 3)
-  assert counts["a"] == counts["."] == top and top // 10000 < counts["cowboys"] < top // 5000
-  assert "##s" not in counts and "[CLS]" not in counts and "[unused5]" not in counts
+  # Google's vocabulary lists its whole words most frequent first, after the characters: of its
+  # N words of two or more letters, the r-th counts N / r (the rarest 1).
+  top = counts["the"]
+  assert top == sum(len(w) > 1 for w in counts) > 20000 and min(counts.values()) == 1.0
+  assert (counts["of"], counts["and"]) == (top / 2, top / 3) and counts["a"] == top
+  assert 1 < counts["cowboys"] < top / 5000
+  for absent in ("##s", "[CLS]", "[unused5]", ".", "...", "2017", "\u03b2"):
+    assert absent not in counts, absent
   spm = collections.OrderedDict((t, i) for i, t in enumerate(
-      ["<unk>", "<s>", "\u2581the", "s", "\u2581of", "\u2581a", "ing"]))
+      ["<unk>", "<s>", "\u2581the", "s", "\u2581of", "\u2581a", "ing", "\u2581,"]))
   assert word_freq.vocab_counts(spm) == collections.OrderedDict(
-      [("the", top), ("of", top // 2), ("a", top)])
-  featurizer = corpus.Featurizer(create_pretraining_data.Options(
-      input_file="unused", output_file="unused", vocab_file=_ENGLISH_VOCAB, masking="domain"))
-  weights = featurizer.masking.word_weights
-  assert weights.source == "vocab"
-  the, cowboys, new = (_weight(english, weights, w) for w in ("the", "cowboys", "xylem"))
-  # Measured: 0.156, 0.401 and 1 (xylem is three pieces: a word the checkpoint never saw whole).
-  assert 0.1 < the < 0.2 < cowboys < 0.5 and new == 1.0, (the, cowboys, new)
+      [("the", 2.0), ("of", 1.0), ("a", 2.0)])
+  weights = word_freq.load("vocab", english)
+  the, dot, cowboys, guitar = (_weight(english, weights, w) for w in ("the", ".", "cowboys",
+                                                                       "guitar"))
+  # Measured: 0.163, the floor, 0.837 and 0.605; words the vocabulary splits into pieces
+  # (xylem: three) and letters of other scripts weigh 1.
+  assert 0.15 < the < 0.2 and dot == 0.1 and 0.5 < guitar < 0.7 < cowboys < 0.9, (
+      the, dot, guitar, cowboys)
+  assert _weight(english, weights, "xylem") == _weight(english, weights, "\u03b2") == 1.0
 
 
 def test_jieba_dictionary_weighs_chinese_words():
@@ -350,7 +354,7 @@ def _cpd(world, *flags):
      "error: MALFORMED:2: expected word<TAB>count with a count > 0 (got 'of')"),
     (["--input_file=CHINESE_TEXT", "--vocab_file=ZH_VOCAB", "--masking=domain",
       "--general_word_freq=vocab"],
-     "error: --general_word_freq=vocab: 48 of the 56 words of the first 8 lines of "
+     "error: --general_word_freq=vocab: 48 of the 48 words of the first 8 lines of "
      "CHINESE_TEXT are Chinese, and a vocabulary lists characters, not Chinese words: pass "
      "--general_word_freq=jieba"),
     (["--masking=domain", "--general_word_freq=GENERAL", "--masked_lm_prob=0"],
