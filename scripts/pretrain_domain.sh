@@ -22,7 +22,9 @@ CORPUS="${CORPUS:-}"              # raw domain text
 DATA_DIR="${DATA_DIR:-}"          # the classification task to fine-tune on afterwards
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}"
 N_GPUS="${N_GPUS:-2}"
-MASKING="${MASKING:-whole_word}"  # token | whole_word | ngram (see create_pretraining_data.py)
+# token | whole_word | ngram | domain (create_pretraining_data.py). From a checkpoint: domain,
+# README's masking (the words general text lacks first); a tiny BERT from scratch: whole_word.
+MASKING="${MASKING:-$([ -n "$BERT_DIR" ] && echo domain || echo whole_word)}"
 SEGMENTER="${SEGMENTER:-jieba}"   # Chinese words for whole_word/ngram: jieba | none | presegmented
 NUM_WORKERS="${NUM_WORKERS:-2}"
 DUPE_FACTOR="${DUPE_FACTOR:-5}"

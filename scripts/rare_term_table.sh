@@ -12,12 +12,12 @@
 #
 # Arms (ARMS, default "mlm macbert electra"; "mlm electra" with a note when gensim is not
 # installed), with run_pretraining_mgpu.py's defaults otherwise:
-#   mlm: the README's records (whole-word masks, static, --dupe_factor=5) and objective;
+#   mlm: whole-word records (static, --dupe_factor=5) and the MLM objective;
 #   macbert: unmasked records masked on the fly, [MASK] replaced by similar words
 #     (build_similar_words.py on domain.txt; needs gensim: pip install gensim);
-#   electra: the README's records, --objective=electra;
+#   electra: the whole-word records, --objective=electra;
 #   token, ngram: static records with --masking=token / --masking=ngram (otherwise as mlm);
-#   domain: static records with --masking=domain (docs/pretraining.md, domain-aware masking);
+#   domain: static records with --masking=domain, README's command (docs/pretraining.md);
 #   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word.
 #   The domain arms score words against the tools' default general list (for this English text:
 #   the model's vocabulary, --general_word_freq=vocab), unless GENERAL_WORD_FREQ names one
