@@ -269,17 +269,15 @@ def test_the_text_chooses_the_list_when_none_is_given(tmp_path):
   assert word_freq.default_source(["我们去法院。", "ok, 2024"]) == "jieba"
   assert word_freq.default_source(["the court 法院", "[CLS]"]) == "vocab"
   assert word_freq.default_source([]) == "vocab"
-  chosen = {}
-  for name, text, vocab in (("en", "the xylem of the leaf .\nit was phloem .\n", _ENGLISH_VOCAB),
-                            ("zh", "我们去法院。\n他们在公园散步。\n", _CHINESE_VOCAB)):
-    opts = create_pretraining_data.Options(
-        input_file=_write(tmp_path / (name + ".txt"), text * 3),
-        output_file=str(tmp_path / (name + ".tfrecord")), vocab_file=vocab, masking="domain",
-        chinese_word_segmenter="jieba", dupe_factor=1)
-    create_pretraining_data.run(opts)
-    chosen[name] = opts.general_word_freq
+  english = _write(tmp_path / "en.txt", "the xylem of the leaf .\nit was phloem .\n" * 3)
+  chinese = _write(tmp_path / "zh.txt", "我们去法院。\n他们在公园散步。\n" * 3)
   # README's one command (with --chinese_word_segmenter=jieba) serves English and Chinese text.
-  assert chosen == {"en": "vocab", "zh": "jieba"}
+  assert create_pretraining_data.default_general_word_list([chinese]) == "jieba"
+  opts = create_pretraining_data.Options(
+      input_file=english, output_file=str(tmp_path / "en.tfrecord"), vocab_file=_ENGLISH_VOCAB,
+      masking="domain", chinese_word_segmenter="jieba", dupe_factor=1)
+  summary = create_pretraining_data.run(opts)
+  assert opts.general_word_freq == "vocab" and 0.1 < summary["masked_share"] < 0.2, summary
 
 
 def test_the_vocabulary_list_refuses_chinese_words():
