@@ -30,11 +30,10 @@ The list (--general_word_freq) is one of:
           rarest words of a corpus list do) and a single ASCII letter ("a", "i") counts N; the
           other single characters (listed in Unicode order, not by frequency) and entries
           without a letter ("...", "2017") are left out: punctuation and numbers weigh the
-          floor, a letter of another script 1. A word the
-          vocabulary spells in several pieces is one the checkpoint never saw as a word: s = 1.
-          It needs no file and no general corpus. It
-          knows no Chinese words (a Chinese vocabulary lists characters), so text whose words
-          are mostly Chinese is refused with it (check_overlap).
+          floor, a letter of another script 1. A word the vocabulary spells in several pieces
+          is one the checkpoint never saw as a word: s = 1. It needs no file and no general
+          corpus. It knows no Chinese words (a Chinese vocabulary lists characters), so text
+          whose words are mostly Chinese is refused with it (check_overlap).
   jieba   jieba's own dictionary (349,046 words with counts, shipped in the jieba package).
   a file  utf-8 lines `word<TAB>count` (count a positive number; blank lines skipped; a word
           listed twice adds up). scripts/build_word_freq.py writes one from a corpus you name.
