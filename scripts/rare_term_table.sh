@@ -35,7 +35,9 @@
 #   TASK_SEED (1), TOPIC_SET (default | alternate) and TERM_SENTENCES (30: how many sentences of
 #   the domain text mention each term, the mention frequency: 3, 10, 30): which task
 #   benchmarks/rare_terms.py builds.
-#   PRETRAIN_LR (1e-4), PRETRAIN_FLAGS (""): more run_pretraining_mgpu.py flags for every arm
+#   PRETRAIN_LR (1e-4: the tables of docs/results/pretraining.md ran at it unless they say
+#   otherwise; README's commands use 2e-4, chosen on six tasks: PRETRAIN_LR=2e-4).
+#   PRETRAIN_FLAGS (""): more run_pretraining_mgpu.py flags for every arm
 #   (e.g. "--head_first_steps=40"; they name the runs' folder, so runs under other flags are
 #   kept apart). FINETUNE_EPOCHS (5), FINETUNE_LR (5e-5).
 #   TABLE_ONLY=1: print the table of the runs finished so far.
