@@ -11,6 +11,8 @@
 # and dev.tsv (text<TAB>label), optionally test.tsv. Without BERT_DIR a tiny BERT config is
 # written to WORK_DIR/demo_data and pretrained from scratch; without CORPUS/DATA_DIR generated
 # reviews are used, so `bash scripts/pretrain_domain.sh` alone runs on a CPU in a few minutes.
+# From BERT_DIR the steps and rate are README's (400 steps at 2e-4 on a small text, 10 passes at
+# 1e-4 on a larger one; PRETRAIN_STEPS and PRETRAIN_LR override), at 16 per GPU.
 # The domain model ends up in WORK_DIR/pretrained/export/ (bert_model.ckpt, bert_config.json,
 # vocab.txt: the layout of a Google release, usable as BERT_DIR by the other scripts).
 source "$(dirname "$0")/help.sh" "$@"
@@ -29,11 +31,14 @@ SEGMENTER="${SEGMENTER:-jieba}"   # Chinese words for whole_word/ngram: jieba | 
 NUM_WORKERS="${NUM_WORKERS:-2}"
 DUPE_FACTOR="${DUPE_FACTOR:-5}"
 if [ -n "$BERT_DIR" ]; then
-  # A released checkpoint: small learning rate, many steps (hours on GPUs).
+  # A released checkpoint: README's recipe (docs/pretraining.md). PRETRAIN_STEPS and PRETRAIN_LR
+  # are chosen from the records after step 2 unless set: a small text (400 steps make 5 passes
+  # or more over its records, 2,560 records at most at the batch of 32) gets 400 steps at 2e-4,
+  # as measured on the rare-term tasks (1,038-2,556 records); a larger text 10 passes at 1e-4.
   MAX_SEQ_LENGTH="${MAX_SEQ_LENGTH:-128}"
-  TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-32}"  # per GPU
-  PRETRAIN_STEPS="${PRETRAIN_STEPS:-10000}"
-  PRETRAIN_LR="${PRETRAIN_LR:-2e-5}"
+  TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-16}"  # per GPU
+  PRETRAIN_STEPS="${PRETRAIN_STEPS:-}"
+  PRETRAIN_LR="${PRETRAIN_LR:-}"
   FINETUNE_LR="${FINETUNE_LR:-2e-5}"
   EPOCHS="${EPOCHS:-3}"
 else
@@ -48,7 +53,6 @@ else
   EPOCHS="${EPOCHS:-8}"
 fi
 MAX_PREDICTIONS="${MAX_PREDICTIONS:-$((MAX_SEQ_LENGTH * 15 / 100 + 1))}"
-WARMUP_STEPS="${WARMUP_STEPS:-$((PRETRAIN_STEPS / 10))}"
 mkdir -p "$WORK_DIR"
 
 if [ -z "$BERT_DIR" ] || [ -z "$CORPUS" ] || [ -z "$DATA_DIR" ]; then
@@ -87,8 +91,18 @@ for SPLIT in train heldout; do
     --masking="$MASKING" \
     --chinese_word_segmenter="$SEGMENTER" \
     --dupe_factor="$([ "$SPLIT" = train ] && echo "$DUPE_FACTOR" || echo 1)" \
-    --num_workers="$NUM_WORKERS"
+    --num_workers="$NUM_WORKERS" 2>&1 | tee "$WORK_DIR/$SPLIT.records.log" >&2
 done
+# The summary line: "Done in ...: D documents (...), N instances, ...".
+RECORDS=$(sed -n 's/.*Done in .*), \([0-9]*\) instances.*/\1/p' "$WORK_DIR/train.records.log" | tail -n 1)
+GLOBAL_BATCH=$((TRAIN_BATCH_SIZE * N_GPUS))
+SMALL_TEXT=$([ $((5 * RECORDS)) -le $((400 * GLOBAL_BATCH)) ] && echo 1 || echo 0)
+if [ -z "$PRETRAIN_STEPS" ]; then
+  PRETRAIN_STEPS=$([ "$SMALL_TEXT" = 1 ] && echo 400 || echo $(( (10 * RECORDS + GLOBAL_BATCH - 1) / GLOBAL_BATCH )))
+fi
+[ -n "$PRETRAIN_LR" ] || PRETRAIN_LR=$([ "$SMALL_TEXT" = 1 ] && echo 2e-4 || echo 1e-4)
+WARMUP_STEPS="${WARMUP_STEPS:-$((PRETRAIN_STEPS / 10))}"
+echo "== $RECORDS training records: $PRETRAIN_STEPS steps at a batch of $GLOBAL_BATCH, lr $PRETRAIN_LR"
 
 PRETRAIN_FLAGS=(
   --eval_input_file="$WORK_DIR/heldout.tfrecord"
@@ -100,7 +114,12 @@ PRETRAIN_FLAGS=(
   --max_eval_steps=100
   --n_gpus="$N_GPUS"
 )
-if [ -n "$BERT_DIR" ]; then
+HAS_MLM_HEAD=0  # an encoder converted from Hugging Face has no masked-LM head to evaluate
+[ -n "$BERT_DIR" ] && python -c "import sys, tensorflow as tf; sys.exit(0 if any(n.startswith('cls/predictions/') for n, _ in tf.train.list_variables(sys.argv[1])) else 1)" \
+  "$BERT_DIR/bert_model.ckpt" 2> /dev/null && HAS_MLM_HEAD=1
+if [ -n "$BERT_DIR" ] && [ "$HAS_MLM_HEAD" = 0 ]; then
+  echo "== 3a. skipped: $BERT_DIR/bert_model.ckpt has no masked-LM head (an encoder only; it gets a new one)"
+elif [ -n "$BERT_DIR" ]; then
   echo "== 3a. the released checkpoint on held-out domain text (before)"
   python run_pretraining_mgpu.py "${PRETRAIN_FLAGS[@]}" "${INIT[@]}" \
     --output_dir="$WORK_DIR/before" --do_eval
@@ -135,7 +154,7 @@ python run_classifier_mgpu.py \
   --n_gpus="$N_GPUS"
 
 echo
-[ -n "$BERT_DIR" ] && { echo "== before: $WORK_DIR/before/eval_results.txt"; cat "$WORK_DIR/before/eval_results.txt"; }
+[ "$HAS_MLM_HEAD" = 1 ] && { echo "== before: $WORK_DIR/before/eval_results.txt"; cat "$WORK_DIR/before/eval_results.txt"; }
 echo "== after: $WORK_DIR/pretrained/eval_results.txt"
 cat "$WORK_DIR/pretrained/eval_results.txt"
 echo "== classifier: $WORK_DIR/classifier/eval_results.txt"
