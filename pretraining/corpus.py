@@ -259,9 +259,11 @@ def masking_config(opts, tokenizer):
     similar = similar_words.load(opts.similar_words_file, tokenizer)
   weights = None
   if opts.strategy == "domain":
-    # create_pretraining_data.run() sets an unset list from the text (word_freq.default_source).
-    weights = word_freq.load(opts.general_word_freq or word_freq.VOCAB_SOURCE, tokenizer,
-                             opts.domain_temperature, opts.domain_floor)
+    if not opts.general_word_freq:  # The entry point chooses it: the text decides.
+      raise ValueError("masking_config: --masking=domain needs opts.general_word_freq resolved "
+                       "first (create_pretraining_data.default_general_word_list)")
+    weights = word_freq.load(opts.general_word_freq, tokenizer, opts.domain_temperature,
+                             opts.domain_floor)
   return masking.MaskingConfig.from_vocab(
       tokenizer.vocab, source=source, strategy=opts.strategy,
       masked_lm_prob=opts.masked_lm_prob, max_predictions_per_seq=opts.max_predictions_per_seq,

@@ -424,3 +424,10 @@ def test_build_word_freq_counts_words_as_the_masking_splits_them(tmp_path):
   line = assert_one_line_error(run_script(os.path.join("scripts", "build_word_freq.py"),
                                           "--output_file=" + out, timeout=120))
   assert line == "error: --input_file is required"
+
+
+def test_featurizer_needs_the_general_list_resolved():
+  # One resolver: the entry points choose the list from the text; a Featurizer never guesses.
+  with pytest.raises(ValueError, match="general_word_freq resolved first"):
+    corpus.Featurizer(create_pretraining_data.Options(
+        input_file="unused", output_file="unused", vocab_file=_ENGLISH_VOCAB, masking="domain"))
