@@ -178,8 +178,7 @@ def from_flags(trains=False):
   if spec.cluster.is_chief:
     init_checkpoint = _init_checkpoint(output_dir)
   else:
-    output_dir = tempfile.mkdtemp(prefix="bert-mgpu-task%d-" % spec.cluster.rank)
-    atexit.register(shutil.rmtree, output_dir, True)
+    output_dir = private_output_dir(spec.cluster.rank)
     init_checkpoint = None
     logging.info("This process is %s of %d; the chief %s writes --output_dir=%s. This process "
                  "caches its data in %s and takes its weights from the chief",
@@ -188,6 +187,38 @@ def from_flags(trains=False):
   return RunSetup(parallel=spec, output_dir=output_dir, init_checkpoint=init_checkpoint,
                   precision=_precision(), batch_size_per_tower=FLAGS.train_batch_size,
                   trains=trains)
+
+
+PRIVATE_DIR_PREFIX = "bert-mgpu-task"
+
+
+def private_output_dir(rank, parent=None):
+  """A non-chief process's own folder (its data cache) under `parent` (the temp folder),
+  removed when it exits. Its name carries the PID, so the folders of processes that were killed
+  (SIGKILL runs no exit handler) are removed here by the next process: those of this user whose
+  PID no longer runs."""
+  parent = parent or tempfile.gettempdir()
+  for name in os.listdir(parent):
+    path = os.path.join(parent, name)
+    pid = name.split("-pid", 1)[-1].split("-", 1)[0]
+    if (name.startswith(PRIVATE_DIR_PREFIX) and "-pid" in name and pid.isdigit()
+        and os.path.isdir(path) and os.stat(path).st_uid == os.getuid() and not _runs(int(pid))):
+      shutil.rmtree(path, ignore_errors=True)
+  output_dir = tempfile.mkdtemp(prefix="%s%d-pid%d-" % (PRIVATE_DIR_PREFIX, rank, os.getpid()),
+                                dir=parent)
+  atexit.register(shutil.rmtree, output_dir, True)
+  return output_dir
+
+
+def _runs(pid):
+  """Whether process `pid` exists (signal 0 checks without sending)."""
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # Another user's process.
+    return True
+  return True
 
 
 def _init_checkpoint(output_dir):

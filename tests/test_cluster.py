@@ -145,3 +145,24 @@ def test_a_worker_of_a_run_that_does_not_train_has_no_part(caplog):
     assert setup(1, False).has_no_part()
   assert "task 1 (worker:1 at h1:1) has nothing to do in a run that does not train" in caplog.text
   assert not setup(0, False).has_no_part() and not setup(1, True).has_no_part()
+
+
+def test_a_killed_workers_private_folder_is_removed_by_the_next_worker(tmp_path):
+  """A non-chief's data cache lives in a temp folder removed at exit; one left by a process
+  killed with SIGKILL (no exit handler runs) is removed when the next worker starts."""
+  import os  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from engine import run_setup  # pylint: disable=g-import-not-at-top
+  gone = subprocess.Popen([sys.executable, "-c", "pass"])
+  gone.wait()
+  orphan = tmp_path / ("bert-mgpu-task1-pid%d-abc" % gone.pid)
+  (orphan / "cache").mkdir(parents=True)
+  running = tmp_path / ("bert-mgpu-task2-pid%d-def" % os.getpid())  # A live worker's: kept.
+  unnamed = tmp_path / "bert-mgpu-task3-ghi"  # No PID in the name: not ours to judge.
+  running.mkdir()
+  unnamed.mkdir()
+  mine = run_setup.private_output_dir(1, parent=str(tmp_path))
+  assert not orphan.exists() and running.exists() and unnamed.exists()
+  assert os.path.isdir(mine)
+  assert os.path.basename(mine).startswith("bert-mgpu-task1-pid%d-" % os.getpid())
