@@ -143,11 +143,12 @@ if [ ! -f "$WORK/text.txt" ]; then
     tr -d '\r' < "$DATA_DIR/train.tsv" | cut -f4 | awk 'NF && !seen[$0]++' > "$WORK/text.txt.tmp"
   fi
   mv "$WORK/text.txt.tmp" "$WORK/text.txt"
-  # The dev texts the drift is measured on.
+  # The dev texts the drift is measured on. (sed reads to the end: `head` would close the pipe
+  # early, and under pipefail cut's SIGPIPE would end this script without a word.)
   if [ "$TASK" = mrpc ]; then
-    tail -n +2 "$DATA_DIR/dev.tsv" | cut -f4 | head -n 256 > "$WORK/dev_text.txt"
+    tail -n +2 "$DATA_DIR/dev.tsv" | cut -f4 | sed -n '1,256p' > "$WORK/dev_text.txt"
   else
-    cut -f4 "$DATA_DIR/dev.tsv" | head -n 256 > "$WORK/dev_text.txt"
+    cut -f4 "$DATA_DIR/dev.tsv" | sed -n '1,256p' > "$WORK/dev_text.txt"
   fi
 fi
 if [ ! -f "$WORK/similar_words.tsv" ] && [[ " $ARMS " == *" macbert "* ]]; then
@@ -160,7 +161,7 @@ if [ ! -f "$WORK/records/text.tfrecord" ]; then
   logged "$WORK/records.log" python create_pretraining_data.py --input_file="$WORK/text.txt" \
     --output_file="$WORK/records/text.tfrecord" --vocab_file="$BERT/vocab.txt" \
     --max_seq_length="$MAX_SEQ_LENGTH" --dynamic_masking --no_nsp --dupe_factor=1
-  grep -o "[0-9]* instances, [0-9]* tokens" "$WORK/records.log" | head -n 1 > "$WORK/text_stats.txt"
+  grep -m 1 -o "[0-9]* instances, [0-9]* tokens" "$WORK/records.log" > "$WORK/text_stats.txt"
 fi
 INSTANCES=$(grep -o "^[0-9]*" "$WORK/text_stats.txt")
 

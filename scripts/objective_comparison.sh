@@ -72,7 +72,7 @@ pretrain() {  # pretrain NAME STEPS OUTPUT_DIR [LOG_EVERY]: one objective's pret
 # load; then train each for the budget.
 log_seconds() {  # log_seconds LOG FIRST_RE LAST_RE: seconds between the first line matching
   # FIRST_RE and the last matching LAST_RE, by the absl time stamps (lock waits excluded).
-  grep -E "^[IWE][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} .*$2" "$1" | head -1 | cut -c7-21 > "$1.t"
+  grep -E "^[IWE][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} .*$2" "$1" | sed -n 1p | cut -c7-21 > "$1.t"
   grep -E "^[IWE][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} .*$3" "$1" | tail -1 | cut -c7-21 >> "$1.t"
   awk -F: '{s = $1 * 3600 + $2 * 60 + $3} NR == 1 {a = s} END {printf "%.0f", s - a}' "$1.t"
   rm -f "$1.t"

@@ -82,7 +82,7 @@ python create_pretraining_data.py --input_file="$WORK/corpus.txt" \
   --output_file="$WORK/pt.tfrecord" --vocab_file="$VOCAB" --max_seq_length=128 \
   --max_predictions_per_seq=20 --dupe_factor=1 >/dev/null 2>&1
 
-python "$REPO_ROOT/benchmarks/machine.py" 2>/dev/null | head -1
+python "$REPO_ROOT/benchmarks/machine.py" 2>/dev/null | sed -n 1p
 echo "graph of $REPO ($(git -C "$REPO" rev-parse --short HEAD)), $N fake GPUs, BERT-base, seq 128, 32 rows per GPU"
 python -c "import sys; sys.path.insert(0, '$REPO_ROOT/benchmarks'); import placement_audit; print(placement_audit.TABLE_HEADER)" 2>/dev/null
 rows

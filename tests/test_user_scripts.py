@@ -101,3 +101,19 @@ def test_continued_pretraining_table_checks_its_arms_before_any_work(tmp_path):
         env=dict(os.environ, **env))
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [expected], proc.stderr
     assert not os.path.exists(str(tmp_path / "work"))
+
+
+def test_no_script_cuts_a_pipe_short_under_pipefail():
+  """setup_env.sh sets pipefail. `cmd | head` (or `| grep -q`) closes the pipe at its first
+  lines; cmd then dies of SIGPIPE once its output passes the pipe's buffer, and the script stops
+  without a word (continued_pretraining_table.sh did, on MRPC's dev text). `sed -n 1,Np` reads
+  to the end."""
+  early = re.compile(r"\|\s*(head\b|grep\s+(-\w*q|--quiet))")
+  found = []
+  for path in sorted(glob.glob(os.path.join(REPO_ROOT, "scripts", "*.sh"))):
+    with open(path, encoding="utf-8") as f:
+      text = f.read()
+    if "setup_env.sh" in text or "pipefail" in text:
+      found += ["%s:%d" % (os.path.basename(path), n) for n, line in
+                enumerate(text.splitlines(), 1) if early.search(line.split("#", 1)[0])]
+  assert not found, found
