@@ -49,7 +49,7 @@ FINETUNE_LR="${FINETUNE_LR:-5e-5}"
 PRETRAIN_LR="${PRETRAIN_LR:-1e-4}"
 PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
 BATCH=16  # per tower, 2 towers, in both stages
-fail() { echo "error: continued_pretraining_table.sh: $*" >&2; exit 2; }
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
 logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
   local log=$1 status=0; shift
   "$@" 2> "$log" || status=$?
@@ -59,8 +59,6 @@ logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failu
   local why; why="$(grep '^error: ' "$log" | tail -n 1 | sed 's/^error: //')"
   fail "${*:1:2} failed (exit $status)${why:+: $why}; the whole log: $log"
 }
-is_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
-is_positive() { python -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$1" 2> /dev/null; }
 for seed in $SEEDS; do is_int "$seed" || fail "SEEDS takes positive integers, got '$seed'"; done
 for passes in $PASSES; do is_int "$passes" || fail "PASSES takes positive integers, got '$passes'"; done
 [ -n "$SEEDS" ] && [ -n "$PASSES" ] || fail "SEEDS and PASSES must not be empty"

@@ -16,8 +16,8 @@ export CUDA_VISIBLE_DEVICES=""
 N="${N_GPUS:-8}"
 REPO="${REPO:-$REPO_ROOT}"
 AUDIT="$REPO/benchmarks/placement_audit.py"
-fail() { echo "error: placement_table.sh: $*" >&2; exit 2; }
-[[ "$N" =~ ^[1-9][0-9]*$ ]] || fail "N_GPUS=$N: expected an integer >= 1"
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
+is_int "$N" || fail "N_GPUS=$N: expected an integer >= 1"
 [ -f "$AUDIT" ] || fail "REPO=$REPO: no benchmarks/placement_audit.py there"
 if [ -n "${ONLY:-}" ] && { [[ "" =~ $ONLY ]] || [ $? -ne 2 ]; }; then :
 elif [ -n "${ONLY:-}" ]; then fail "ONLY=$ONLY: not a regular expression (bash =~)"; fi

@@ -52,7 +52,35 @@ else
   # the generated reviews are sometimes not enough to leave it.
   EPOCHS="${EPOCHS:-8}"
 fi
+
+# Every input checked before anything is written.
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
+for knob in N_GPUS NUM_WORKERS DUPE_FACTOR TRAIN_BATCH_SIZE MAX_SEQ_LENGTH EPOCHS \
+            ${PRETRAIN_STEPS:+PRETRAIN_STEPS}; do
+  is_int "${!knob}" || fail "$knob takes a positive integer, got '${!knob}'"
+done
 MAX_PREDICTIONS="${MAX_PREDICTIONS:-$((MAX_SEQ_LENGTH * 15 / 100 + 1))}"
+is_int "$MAX_PREDICTIONS" || fail "MAX_PREDICTIONS takes a positive integer, got '$MAX_PREDICTIONS'"
+for knob in ${PRETRAIN_LR:+PRETRAIN_LR} FINETUNE_LR; do
+  is_positive "${!knob}" || fail "$knob takes a number > 0, got '${!knob}'"
+done
+case $MASKING in token|whole_word|ngram|domain) ;;
+  *) fail "MASKING takes token, whole_word, ngram or domain, got '$MASKING'" ;; esac
+if [ -n "$BERT_DIR" ]; then
+  for f in bert_config.json vocab.txt bert_model.ckpt.index; do
+    [ -f "$BERT_DIR/$f" ] || fail "BERT_DIR=$BERT_DIR: no $f (expected a Google release's layout: bert_config.json, vocab.txt, bert_model.ckpt.*)"
+  done
+fi
+if [ -n "$CORPUS" ]; then
+  [ -f "$CORPUS" ] && [ -s "$CORPUS" ] || fail "CORPUS=$CORPUS: expected a non-empty utf-8 text file"
+  DOCUMENTS=$(awk -v RS= 'END { print NR }' "$CORPUS")
+  [ "$DOCUMENTS" -ge 10 ] || fail "CORPUS=$CORPUS: $DOCUMENTS documents (blank-line separated); every 10th is held out, so 10 or more are needed"
+fi
+if [ -n "$DATA_DIR" ]; then
+  for f in train.tsv dev.tsv; do
+    [ -f "$DATA_DIR/$f" ] || fail "DATA_DIR=$DATA_DIR: no $f (expected train.tsv and dev.tsv, text<TAB>label)"
+  done
+fi
 mkdir -p "$WORK_DIR"
 
 if [ -z "$BERT_DIR" ] || [ -z "$CORPUS" ] || [ -z "$DATA_DIR" ]; then
@@ -93,8 +121,10 @@ for SPLIT in train heldout; do
     --dupe_factor="$([ "$SPLIT" = train ] && echo "$DUPE_FACTOR" || echo 1)" \
     --num_workers="$NUM_WORKERS" 2>&1 | tee "$WORK_DIR/$SPLIT.records.log" >&2
 done
-# The summary line: "Done in ...: D documents (...), N instances, ...".
-RECORDS=$(sed -n 's/.*Done in .*), \([0-9]*\) instances.*/\1/p' "$WORK_DIR/train.records.log" | tail -n 1)
+# The records step 2 wrote, counted in the file.
+RECORDS=$(python -c "import sys, tensorflow as tf
+print(sum(1 for _ in tf.compat.v1.io.tf_record_iterator(sys.argv[1])))" "$WORK_DIR/train.tfrecord")
+[ "$RECORDS" -gt 0 ] || fail "$CORPUS made no training records (too little text for --max_seq_length=$MAX_SEQ_LENGTH?)"
 GLOBAL_BATCH=$((TRAIN_BATCH_SIZE * N_GPUS))
 SMALL_TEXT=$([ $((5 * RECORDS)) -le $((400 * GLOBAL_BATCH)) ] && echo 1 || echo 0)
 if [ -z "$PRETRAIN_STEPS" ]; then

@@ -26,7 +26,7 @@ MINILM_STEPS="${MINILM_STEPS:-}"  # empty: one epoch
 THREADS="${THREADS:-$(nproc)}"     # intra-op threads of every contender's process
 PROCESSES="${PROCESSES:-1}"        # processes per contender, serving at once
 PRECISIONS="${PRECISIONS:-auto}"   # fp32, bf16 or auto (bf16 too where the CPU has it)
-fail() { echo "error: serving_table.sh: $*" >&2; exit 2; }
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
 for split in train dev; do
   [ -f "$MRPC_DIR/$split.tsv" ] || fail "MRPC_DIR=$MRPC_DIR: no $split.tsv there (GLUE MRPC)"
 done

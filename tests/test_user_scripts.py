@@ -117,3 +117,30 @@ def test_no_script_cuts_a_pipe_short_under_pipefail():
       found += ["%s:%d" % (os.path.basename(path), n) for n, line in
                 enumerate(text.splitlines(), 1) if early.search(line.split("#", 1)[0])]
   assert not found, found
+
+
+def test_pretrain_domain_checks_its_inputs_before_any_work(tmp_path):
+  """Each knob and path gets one error line and exit 2, and the work folder is never made."""
+  corpus = tmp_path / "short.txt"
+  corpus.write_text("one document.\n\nanother one.\n", encoding="utf-8")
+  for env, expected in (
+      (dict(N_GPUS="two"), "N_GPUS takes a positive integer, got 'two'"),
+      (dict(PRETRAIN_STEPS="0"), "PRETRAIN_STEPS takes a positive integer, got '0'"),
+      (dict(PRETRAIN_LR="-1e-4"), "PRETRAIN_LR takes a number > 0, got '-1e-4'"),
+      (dict(MASKING="wwm"), "MASKING takes token, whole_word, ngram or domain, got 'wwm'"),
+      (dict(BERT_DIR=str(tmp_path)),
+       "BERT_DIR=%s: no bert_config.json (expected a Google release's layout: "
+       "bert_config.json, vocab.txt, bert_model.ckpt.*)" % tmp_path),
+      (dict(CORPUS=str(tmp_path / "missing.txt")),
+       "CORPUS=%s: expected a non-empty utf-8 text file" % (tmp_path / "missing.txt")),
+      (dict(CORPUS=str(corpus)),
+       "CORPUS=%s: 2 documents (blank-line separated); every 10th is held out, so 10 or more "
+       "are needed" % corpus),
+      (dict(DATA_DIR=str(tmp_path)),
+       "DATA_DIR=%s: no train.tsv (expected train.tsv and dev.tsv, text<TAB>label)" % tmp_path)):
+    proc = subprocess.run(
+        ["bash", os.path.join(REPO_ROOT, "scripts", "pretrain_domain.sh"), str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, **env))
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: pretrain_domain.sh: " + expected], (env, proc.stderr)
+    assert not os.path.exists(str(tmp_path / "work"))
