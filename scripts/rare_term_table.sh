@@ -63,7 +63,7 @@ PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
 FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-5}"
 FINETUNE_LR="${FINETUNE_LR:-5e-5}"
 BATCH=16  # per tower, 2 towers, in both stages
-fail() { echo "error: rare_term_table.sh: $*" >&2; exit 2; }
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
 logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
   local log=$1; shift
   local status=0
@@ -74,8 +74,6 @@ logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failu
   local why; why="$(grep '^error: ' "$log" | tail -n 1 | sed 's/^error: //')"
   fail "${*:1:2} failed (exit $status)${why:+: $why}; the whole log: $log"
 }
-is_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
-is_positive() { python -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$1" 2> /dev/null; }
 for seed in $SEEDS $PRETRAIN_SEEDS $TASK_SEED $TERM_SENTENCES; do
   is_int "$seed" || fail "SEEDS, PRETRAIN_SEEDS, TASK_SEED and TERM_SENTENCES take positive integers, got '$seed'"
 done
