@@ -122,8 +122,8 @@ for SPLIT in train heldout; do
     --num_workers="$NUM_WORKERS" 2>&1 | tee "$WORK_DIR/$SPLIT.records.log" >&2
 done
 # The records step 2 wrote, counted in the file.
-RECORDS=$(python -c "import sys, tensorflow as tf
-print(sum(1 for _ in tf.compat.v1.io.tf_record_iterator(sys.argv[1])))" "$WORK_DIR/train.tfrecord")
+RECORDS=$(python -c "import sys, tensorflow as tf; print(sum(1 for _ in tf.data.TFRecordDataset(sys.argv[1])))" \
+  "$WORK_DIR/train.tfrecord" 2> /dev/null) || RECORDS=0
 [ "$RECORDS" -gt 0 ] || fail "$CORPUS made no training records (too little text for --max_seq_length=$MAX_SEQ_LENGTH?)"
 GLOBAL_BATCH=$((TRAIN_BATCH_SIZE * N_GPUS))
 SMALL_TEXT=$([ $((5 * RECORDS)) -le $((400 * GLOBAL_BATCH)) ] && echo 1 || echo 0)
