@@ -32,11 +32,12 @@
 # (installed here).
 source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
 TASK="${TASK:-mrpc}"
 case "$TASK" in
   mrpc) DATA_DIR="${DATA_DIR:-../shared/data/glue/MRPC}" ;;
   cola) DATA_DIR="${DATA_DIR:-../shared/data/glue/CoLA}" ;;
-  *) echo "error: continued_pretraining_table.sh: TASK takes mrpc or cola, got '$TASK'" >&2; exit 2 ;;
+  *) fail "TASK takes mrpc or cola, got '$TASK'" ;;
 esac
 WORK="${1:-output/continued_pretraining/$TASK}"
 ARMS="${ARMS:-mlm macbert electra}"
@@ -49,7 +50,6 @@ FINETUNE_LR="${FINETUNE_LR:-5e-5}"
 PRETRAIN_LR="${PRETRAIN_LR:-1e-4}"
 PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
 BATCH=16  # per tower, 2 towers, in both stages
-source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
 logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
   local log=$1 status=0; shift
   "$@" 2> "$log" || status=$?

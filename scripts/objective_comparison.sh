@@ -27,9 +27,9 @@ PRETRAIN_LR="${PRETRAIN_LR:-5e-4}"
 FINETUNE_LRS="${FINETUNE_LRS:-5e-4 1e-4}"
 OBJECTIVES="${OBJECTIVES:-mlm electra macbert}"
 SEEDS="${SEEDS:-1 2 3}"
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
 for value in "$BUDGET_S" "$PRETRAIN_LR" $FINETUNE_LRS; do  # checked before any expensive work
-  python -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$value" 2> /dev/null ||
-    { echo "error: objective_comparison.sh: BUDGET_S, PRETRAIN_LR and FINETUNE_LRS take positive numbers, got '$value'" >&2; exit 2; }
+  is_positive "$value" || fail "BUDGET_S, PRETRAIN_LR and FINETUNE_LRS take positive numbers, got '$value'"
 done
 VOCAB="$SHARED/vocab/vocab_zh.txt"
 CONFIG=scripts/small_chinese_bert_config.json
