@@ -330,6 +330,11 @@ def load_model(setup, fmt, files, will_train=False):
       will_train=will_train)
   masking_config = None
   if fmt["dynamic"]:
+    if not FLAGS["masking"].present:
+      logging.warning(
+          "Dynamic records are masked here, with --masking=%s (the default): the --masking "
+          "they were written with is not stored in them; pass --masking=domain (README's "
+          "recipe), whole_word or ngram to mask otherwise", FLAGS.masking)
     similar = None
     if FLAGS.masking_replacement == "similar":
       if not FLAGS.similar_words_file:
