@@ -533,13 +533,17 @@ def export_model(output_dir, bert_config, vocab_file=None, spm_model_file=None,
   return prefix
 
 
-def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/")):
+def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/"), replace=None):
   """Writes the weights of `checkpoint` under `scopes` (no Adam slot) to `prefix` (its .index and
   .data files; no `checkpoint` state file: the caller names it once the files are in place).
+
+  replace: optional dict name -> numpy array written instead of the checkpoint's value (same
+    shape and dtype).
 
   Returns:
     `prefix`.
   """
+  replace = replace or {}
   reader = tf.train.load_checkpoint(checkpoint)
   dtypes = reader.get_variable_to_dtype_map()
   with tf.Graph().as_default():
@@ -550,7 +554,8 @@ def write_model_weights(checkpoint, prefix, scopes=("bert/", "cls/")):
     saver = tf.train.Saver(variables)
     with tf.Session() as sess:
       for name, variable in variables.items():
-        variable.load(reader.get_tensor(name), sess)  # Fed, not baked into the graph as constants.
+        value = replace[name] if name in replace else reader.get_tensor(name)
+        variable.load(value, sess)  # Fed, not baked into the graph as constants.
       saver.save(sess, prefix, write_meta_graph=False, write_state=False)
   logging.info("Wrote the %d model weights of %s", len(variables), checkpoint)
   return prefix

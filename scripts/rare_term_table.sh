@@ -18,7 +18,11 @@
 #   electra: the whole-word records, --objective=electra;
 #   token, ngram: static records with --masking=token / --masking=ngram (otherwise as mlm);
 #   domain: static records with --masking=domain, README's command (docs/pretraining.md);
-#   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word.
+#   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word;
+#   domain_vocab: the domain arm from a copy of the checkpoint whose [unusedN] tokens are the
+#     domain text's split words (benchmarks/domain_vocab.py: words met twice or more, each token
+#     started at the mean of its pieces; the original vocabulary as the general list), then
+#     pretrained and fine-tuned with that vocabulary.
 #   The domain arms score words against the tools' default general list (for this English text:
 #   the model's vocabulary, --general_word_freq=vocab), unless GENERAL_WORD_FREQ names one
 #   (vocab, jieba or a word<TAB>count file) or GENERAL_CORPUS names general text for
@@ -80,8 +84,8 @@ done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn " == *" $arm "* ]] ||
-    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, got '$arm'"
+  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, got '$arm'"
 done
 if [[ " $ARMS " == *" macbert "* ]] && [ "${TABLE_ONLY:-0}" != 1 ] &&
     ! python -c "import gensim" 2> /dev/null; then
@@ -99,7 +103,8 @@ is_positive "$DOMAIN_TEMPERATURE" || fail "DOMAIN_TEMPERATURE takes a number > 0
 python -c "import sys; sys.exit(0 if 0 <= float(sys.argv[1]) <= 1 else 1)" "$DOMAIN_FLOOR" 2> /dev/null ||
   fail "DOMAIN_FLOOR takes a number in [0, 1], got '$DOMAIN_FLOOR'"
 USES_DOMAIN=0
-[[ " $ARMS " == *" domain "* || " $ARMS " == *" domain_dyn "* ]] && USES_DOMAIN=1
+[[ " $ARMS " == *" domain "* || " $ARMS " == *" domain_dyn "* || " $ARMS " == *" domain_vocab "* ]] &&
+  USES_DOMAIN=1
 MRPC="$(cd "$(dirname "$0")/.." && pwd)/../shared/data/glue/MRPC/train.tsv"
 if [ "$USES_DOMAIN" = 1 ] && [ "${TABLE_ONLY:-0}" != 1 ]; then
   if [ -n "$GENERAL_WORD_FREQ" ] && [ "$GENERAL_WORD_FREQ" != vocab ] && [ "$GENERAL_WORD_FREQ" != jieba ]; then
@@ -119,9 +124,12 @@ elif [ -n "$GENERAL_CORPUS" ]; then DOMAIN_TAG="_$(basename "${GENERAL_CORPUS%%[
 [ "$DOMAIN_TEMPERATURE" = 2 ] && [ "$DOMAIN_FLOOR" = 0.1 ] || DOMAIN_TAG="${DOMAIN_TAG}_T${DOMAIN_TEMPERATURE}_f${DOMAIN_FLOOR}"
 PSEEDS="${PRETRAIN_SEEDS:-none}"  # none: the tools' own default seeds, folders without a seed
 pseed_dir() { [ "$1" = none ] || echo "/pseed$1"; }  # below a run's steps folder
-arm_dir() { case $1 in domain|domain_dyn) echo "$1$DOMAIN_TAG" ;; *) echo "$1" ;; esac; }
+arm_dir() { case $1 in domain|domain_dyn|domain_vocab) echo "$1$DOMAIN_TAG" ;; *) echo "$1" ;; esac; }
 RECIPE="finetune_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 BERT="$WORK/minilm_tf"
+bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm starts from
+  if [ "$1" = domain_vocab ]; then echo "$TASK/domain_vocab_bert"; else echo "$BERT"; fi
+}
 
 table() {  # every finished fine-tuning run, by arm, budget and pretraining seed
   echo "== rare-term task ($TOPIC_SET topics, task seed $TASK_SEED, $TERM_SENTENCES sentences per term): accuracy on term rows / control rows ($RECIPE; pretraining $VARIANT, 2 x $BATCH)"
@@ -180,10 +188,13 @@ if [ ! -f "$TASK/task.json" ]; then
     --seed="$TASK_SEED" --topic_set="$TOPIC_SET" --term_sentences="$TERM_SENTENCES"
 fi
 records() {  # records ARM PSEED: prints the folder of the arm's records, made when missing
-  local arm=$1 pseed=$2 dir masking="" suffix="" extra=()
+  local arm=$1 pseed=$2 dir masking="" suffix="" extra=() general="$GENERAL_WORD_FREQ"
+  local bert; bert="$(bert_of "$arm")"
   case $arm in
     mlm|electra) masking=whole_word ;;
     token|ngram|domain) masking=$arm ;;
+    domain_vocab) masking=domain  # scored against the original vocabulary, not the new one
+      [ -n "$general" ] && [ "$general" != vocab ] || general="$bert/general_freq.tsv" ;;
   esac
   [ "$pseed" = none ] || suffix="_pseed$pseed" extra=(--random_seed="$pseed")
   if [ -z "$masking" ]; then  # the dynamic arms
@@ -191,15 +202,15 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
     extra+=(--dynamic_masking --dupe_factor=1)
   else
     dir="$TASK/records$suffix"
-    [ "$masking" = whole_word ] || dir="$TASK/records_$(arm_dir "$masking")$suffix"
+    [ "$masking" = whole_word ] || dir="$TASK/records_$(arm_dir "$arm")$suffix"
     extra+=(--masked_lm_prob=0.15 --dupe_factor=5 --masking="$masking")
-    [ "$masking" = domain ] && extra+=(${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"}
+    [ "$masking" = domain ] && extra+=(${general:+--general_word_freq="$general"}
       --domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR")
   fi
   if [ ! -f "$dir/train-0.tfrecord" ]; then
     mkdir -p "$dir"
     logged "$dir.log" python create_pretraining_data.py --input_file="$TASK/domain.txt" \
-      --output_file="$dir/train-0.tfrecord" --vocab_file="$BERT/vocab.txt" \
+      --output_file="$dir/train-0.tfrecord" --vocab_file="$bert/vocab.txt" \
       --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 "${extra[@]}"
   fi
   echo "$dir"
@@ -221,6 +232,10 @@ PY
   fi
   echo "== general word list: $GENERAL_WORD_FREQ ($(wc -l < "$GENERAL_WORD_FREQ") words)"
 fi
+if [[ " $ARMS " == *" domain_vocab "* ]] && [ ! -f "$(bert_of domain_vocab)/bert_model.ckpt.index" ]; then
+  logged "$(bert_of domain_vocab).log" python benchmarks/domain_vocab.py --bert_dir="$BERT" \
+    --input_file="$TASK/domain.txt" --output_dir="$(bert_of domain_vocab)"
+fi
 if [[ " $ARMS " == *" macbert "* ]] && [ ! -f "$TASK/similar_words.tsv" ]; then
   logged "$TASK/similar_words.log" python build_similar_words.py \
     --input_file="$TASK/domain.txt" --output_file="$TASK/similar_words.tsv" \
@@ -229,8 +244,9 @@ fi
 
 # 3. Continued pretraining: one run per arm and budget, exported to <run>/export/.
 pretrain() {  # pretrain ARM STEPS PSEED OUTPUT_DIR
-  local arm=$1 steps=$2 pseed=$3 out=$4 records extra=()
+  local arm=$1 steps=$2 pseed=$3 out=$4 records extra=() bert
   records="$(records "$arm" "$pseed")/train-*.tfrecord"
+  bert="$(bert_of "$arm")"
   [ "$pseed" = none ] || extra=(--random_seed="$pseed")
   case $arm in
     electra) extra+=(--objective=electra) ;;
@@ -242,21 +258,21 @@ pretrain() {  # pretrain ARM STEPS PSEED OUTPUT_DIR
   esac
   # shellcheck disable=SC2086  # PRETRAIN_FLAGS holds several flags
   python run_pretraining_mgpu.py --input_file="$records" --output_dir="$out" \
-    --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
-    --init_checkpoint="$BERT/bert_model.ckpt" "${extra[@]}" --do_train --do_eval \
+    --vocab_file="$bert/vocab.txt" --bert_config_file="$bert/bert_config.json" \
+    --init_checkpoint="$bert/bert_model.ckpt" "${extra[@]}" --do_train --do_eval \
     --max_eval_steps=10 --eval_batch_size=32 --train_batch_size="$BATCH" --n_gpus=2 \
     --learning_rate="$PRETRAIN_LR" --num_train_steps="$steps" --save_checkpoints_steps=100000 \
     --log_every_n_steps=25 $PRETRAIN_FLAGS
 }
 
 # 4. Fine-tuning on ordinary nouns only, then the test rows scored by group.
-finetune() {  # finetune RUN INIT_CHECKPOINT SEED
+finetune() {  # finetune RUN INIT_CHECKPOINT SEED: with the init checkpoint's folder's vocabulary
   local run=$1 init=$2 seed=$3
   [ -f "$run/score.json" ] && return
   echo "== fine-tune $run; load: $(uptime | sed 's/.*load average: //')"
   mkdir -p "$(dirname "$run")"
   logged "$run.log" python run_classifier_mgpu.py --task_name=tsv --data_dir="$TASK" \
-    --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
+    --vocab_file="$(dirname "$init")/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
     --init_checkpoint="$init" --output_dir="$run" --do_train --do_eval --do_predict \
     --max_seq_length=32 --train_batch_size="$BATCH" --learning_rate="$FINETUNE_LR" \
     --num_train_epochs="$FINETUNE_EPOCHS" --n_gpus=2 --save_checkpoints_steps=100000 \
