@@ -1,7 +1,7 @@
 """The benchmark helpers that need neither torch nor a quiet machine: ISA level and peak bound
 (benchmarks/machine.py), and that the Hugging Face side of finetune_side_by_side.py reads each
 task's files exactly as run_classifier_mgpu.py's processors do; memory_bench's tower modes,
-serving_worker's batching and serving_compare's flag checks; domain_vocab's new BERT folder."""
+serving_worker's batching and serving_compare's flag checks."""
 
 import os
 import re
@@ -9,14 +9,11 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow.compat.v1 as tf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
 
 from classifier import data as classifier_data  # pylint: disable=g-import-not-at-top,wrong-import-position
-from core.errors import InputError  # pylint: disable=g-import-not-at-top,wrong-import-position
-import domain_vocab  # pylint: disable=g-import-not-at-top,wrong-import-position
 import hf_finetune  # pylint: disable=g-import-not-at-top,wrong-import-position
 import isa_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -284,65 +281,3 @@ def test_serving_compare_reports_a_failed_step_in_one_line_and_keeps_its_stderr(
   assert errors[0][len("error: convert_to_hf.py failed: "):].split(" (its whole")[0] in kept
   assert "Traceback" not in proc.stderr
 
-
-def _tiny_bert(folder, tokens):
-  """A BERT folder with `tokens` as vocab.txt, word embeddings [len(tokens), 3] = id * 10 + column
-  (so a mean of rows is easy to check), an output bias = id, and one other weight."""
-  os.makedirs(str(folder))
-  (folder / "vocab.txt").write_text("".join(t + "\n" for t in tokens))
-  (folder / "bert_config.json").write_text('{"vocab_size": %d}' % len(tokens))
-  ids = np.arange(len(tokens), dtype=np.float32)
-  with tf.Graph().as_default():
-    weights = [tf.Variable(ids[:, None] * 10 + np.arange(3, dtype=np.float32),
-                           name=domain_vocab.EMBEDDINGS),
-               tf.Variable(ids, name=domain_vocab.OUTPUT_BIAS),
-               tf.Variable(np.ones([2, 2], np.float32), name="bert/pooler/dense/kernel")]
-    with tf.Session() as sess:
-      sess.run(tf.global_variables_initializer())
-      tf.train.Saver(weights).save(sess, str(folder / "bert_model.ckpt"), write_meta_graph=False)
-
-
-def test_domain_vocab_gives_split_words_the_unused_slots_started_from_their_pieces(tmp_path):
-  tokens = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the",
-            "game", "zor", "##bex", "kla", "##x", "##ix", "play", "##s"]
-  _tiny_bert(tmp_path / "bert", tokens)
-  text = tmp_path / "domain.txt"
-  # zorbex 3 times, klaxix twice, plays twice (split too), klax once (under --min_count=2).
-  text.write_text("the game zorbex plays\nZorbex , klaxix\n\nthe zorbex klaxix plays klax\n")
-  added = domain_vocab.build(str(tmp_path / "bert"), str(text), str(tmp_path / "out"))
-  # Two slots for three split words met twice or more: the most frequent first, ties by name.
-  assert [(slot, word) for slot, word, _ in added] == [(1, "zorbex"), (2, "klaxix")]
-  out = tmp_path / "out"
-  new_tokens = (out / "vocab.txt").read_text().splitlines()
-  assert new_tokens == tokens[:1] + ["zorbex", "klaxix"] + tokens[3:]
-  reader = tf.train.load_checkpoint(str(out / "bert_model.ckpt"))
-  embeddings = reader.get_tensor(domain_vocab.EMBEDDINGS)
-  np.testing.assert_allclose(embeddings[1], [95, 96, 97])  # rows 9 and 10: zor ##bex
-  np.testing.assert_allclose(embeddings[2], [120, 121, 122])  # rows 11, 12, 13: kla ##x ##ix
-  np.testing.assert_allclose(embeddings[3:], (np.arange(3, 16)[:, None] * 10 + np.arange(3)))
-  np.testing.assert_allclose(reader.get_tensor(domain_vocab.OUTPUT_BIAS)[:3], [0, 9.5, 12])
-  assert reader.get_tensor("bert/pooler/dense/kernel").tolist() == [[1, 1], [1, 1]]
-  # WordPiece now reads each added word as one token; the general list is the old vocabulary's.
-  tokenizer = domain_vocab.tokenization.FullTokenizer(str(out / "vocab.txt"))
-  assert tokenizer.tokenize("The zorbex plays") == ["the", "zorbex", "play", "##s"]
-  general = [line.split("\t")[0] for line in (out / "general_freq.tsv").read_text().splitlines()]
-  assert general == ["the", "game", "zor", "kla", "play"]
-  assert (out / "added_words.tsv").read_text() == "zorbex\t3\tzor ##bex\nklaxix\t2\tkla ##x ##ix\n"
-
-
-def test_domain_vocab_refuses_what_it_cannot_use_before_writing(tmp_path):
-  _tiny_bert(tmp_path / "no_slots", ["[PAD]", "[UNK]", "the", "zor", "##bex"])
-  text = tmp_path / "domain.txt"
-  text.write_text("the zorbex zorbex\n")
-  out = tmp_path / "out"
-  for args, message in (
-      ((str(tmp_path / "no_slots"), str(text)), "vocab.txt has no [unusedN] entry"),
-      ((str(tmp_path), str(text)), "vocab.txt is missing"),
-      ((str(tmp_path / "no_slots"), str(tmp_path / "none.txt")), "--input_file=%s: no such file"
-       % (tmp_path / "none.txt"))):
-    with pytest.raises(InputError, match=re.escape(message)):
-      domain_vocab.build(args[0], args[1], str(out))
-  _tiny_bert(tmp_path / "bert", ["[PAD]", "[unused0]", "[UNK]", "the", "zor", "##bex"])
-  with pytest.raises(InputError, match="no word met 3\\+ times"):
-    domain_vocab.build(str(tmp_path / "bert"), str(text), str(out), min_count=3)
-  assert not out.exists()

@@ -72,7 +72,9 @@ _TEMPORARY = re.compile(r"\.tmp-\d+(\.[^/]*)?(/|$)")
 SCRIPTS = sorted([m + ".py" for m in test_layout.ROOT_MODULES
                   if m.startswith(("run_", "create_", "convert_", "build_"))] +
                  [os.path.join("scripts", "build_word_freq.py")])
-HELP_ONLY = {"build_saved_model.py": "a subprocess of --do_export (tests/test_export.py)"}
+HELP_ONLY = {"build_saved_model.py": "a subprocess of --do_export (tests/test_export.py)",
+             "build_domain_vocab.py": "needs an English vocabulary with [unusedN] entries; its "
+                                      "real runs: tests/test_domain_masking.py"}
 
 
 def _env(log_path=None):

@@ -1,42 +1,33 @@
-"""The domain-vocabulary arm of the rare-term table: the domain text's split words get tokens.
+"""A domain vocabulary: the words of a domain text that WordPiece splits get tokens of their own.
 
 A word that WordPiece spells in several pieces ("stavigloth" -> "st ##avi ##gl ##oth") is one
-the checkpoint never saw as a word. This writes a copy of a BERT folder in which such words of a
-domain text have tokens of their own, so that continued pretraining can give each word one
-embedding:
+the checkpoint never saw as a word. `build` writes a copy of a BERT folder in which such words
+of a domain text have tokens of their own, so that continued pretraining gives each one
+embedding (build_domain_vocab.py is its command line):
 
 - vocab.txt: the checkpoint's vocabulary with its `[unusedN]` entries, in order, replaced by the
-  domain text's split words, most frequent first (words met at least --min_count times, letters
-  only, no [UNK] piece). The vocabulary keeps its size, so the checkpoint's shapes, and stock
-  BERT, still fit it; WordPiece's longest match then reads each added word as one token.
+  domain text's split words, most frequent first (words of letters only, met at least
+  min_count times, no [UNK] piece). The vocabulary keeps its size, so the checkpoint's shapes,
+  and stock BERT, still fit it; WordPiece's longest match then reads each added word as one
+  token. BERT's basic tokenizer splits Chinese text into characters before WordPiece, so
+  Chinese words cannot be added this way (their English words can).
 - bert_model.ckpt: the checkpoint with each added word's row of bert/embeddings/word_embeddings
   (and of cls/predictions/output_bias, when the checkpoint has a masked-LM head) set to the mean
-  of its pieces' rows. Every other weight is copied.
+  of its pieces' rows. Every other weight is copied, under the same names.
 - general_freq.tsv: the *original* vocabulary as --masking=domain's general word list
-  (pretraining/word_freq.vocab_counts), for --general_word_freq. The default list (`vocab`)
-  would read the new vocabulary, where the added words sit first, as the most frequent words
-  of general text, and mask them least.
+  (word_freq.vocab_counts), for --general_word_freq. The default list (`vocab`) would read the
+  new vocabulary, where the added words sit first, as the commonest words of general text and
+  mask them least.
 - added_words.tsv: `word<TAB>count<TAB>pieces` for each added word; bert_config.json, copied.
 
-  python benchmarks/domain_vocab.py --bert_dir=minilm_tf --input_file=domain.txt \
-    --output_dir=minilm_domain_vocab
-
-scripts/rare_term_table.sh runs it for ARMS=domain_vocab (then README's domain-aware masking
-and pretraining from the new folder). The issue behind it reported, from an independent
-transformers loop, that such tokens alone (66 words, 400 steps of random masking) taught less
-than random masking without them.
+Costs: one pass over the text and one copy of the checkpoint (seconds for MiniLM). Measured on
+the rare-term tasks of benchmarks/rare_terms.py (scripts/rare_term_table.sh, ARMS=domain_vocab):
+docs/results/pretraining.md.
 """
 
 import collections
 import os
-import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(_HERE))
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
-from engine import tf_env  # pylint: disable=unused-import
-from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow.compat.v1 as tf
@@ -47,17 +38,6 @@ from engine import checkpoints
 from engine import cli
 from pretraining import word_freq
 import tokenization
-# pylint: enable=g-import-not-at-top,wrong-import-position
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("bert_dir", None, "A BERT folder: bert_config.json, vocab.txt and "
-                    "bert_model.ckpt (a converted checkpoint or a run's export/).")
-flags.DEFINE_string("input_file", None, "The domain text (utf-8), whose split words get tokens.")
-flags.DEFINE_string("output_dir", None, "Where to write the new BERT folder (see the docstring).")
-flags.DEFINE_integer("min_count", 2, "Add only words met at least this many times.")
-flags.DEFINE_integer("max_words", 0, "Add at most this many words (0: as many as the "
-                     "vocabulary has [unusedN] entries).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the text, as the vocabulary was made.")
 
 EMBEDDINGS = "bert/embeddings/word_embeddings"
 OUTPUT_BIAS = "cls/predictions/output_bias"
@@ -126,8 +106,8 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
     raise InputError("--bert_dir=%s: vocab.txt has no [unusedN] entry to give a word" % bert_dir)
   words = split_words(input_file, tokenizer, min_count)
   if not words:
-    raise InputError("--input_file=%s: no word met %d+ times that WordPiece splits in pieces"
-                     % (input_file, min_count))
+    raise InputError("--input_file=%s: no word met %d+ times that WordPiece splits in pieces "
+                     "(Chinese characters are single tokens already)" % (input_file, min_count))
   words = words[:min(len(slots), max_words or len(slots))]
   added = [(slot, word, pieces) for slot, (word, _, pieces) in zip(slots, words)]
 
@@ -157,17 +137,3 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
   logging.info("Gave %d split words met %d+ times in %s their own tokens (of %d [unusedN] "
                "entries); wrote %s", len(added), min_count, input_file, len(slots), output_dir)
   return added
-
-
-def main(_):
-  logging.set_verbosity(logging.INFO)
-  for flag in ("bert_dir", "input_file", "output_dir"):
-    if not getattr(FLAGS, flag):
-      raise InputError("--%s is required" % flag)
-  build(FLAGS.bert_dir, FLAGS.input_file, FLAGS.output_dir, FLAGS.min_count, FLAGS.max_words,
-        FLAGS.do_lower_case)
-
-
-if __name__ == "__main__":
-  tf.disable_v2_behavior()
-  cli.run_main(main)
