@@ -3,10 +3,8 @@
 
   python build_domain_vocab.py --bert_dir=$BERT_DIR --input_file=domain.txt \
     --output_dir=domain_start
-  # then continue pretraining from domain_start/ (its vocab.txt and bert_model.ckpt), scoring
-  # the masking against the original vocabulary:
-  python create_pretraining_data.py ... --vocab_file=domain_start/vocab.txt \
-    --masking=domain --general_word_freq=domain_start/general_freq.tsv
+  # then continue pretraining from domain_start/ (its vocab.txt and bert_model.ckpt):
+  python create_pretraining_data.py ... --vocab_file=domain_start/vocab.txt --masking=domain
   python run_pretraining_mgpu.py ... --vocab_file=domain_start/vocab.txt \
     --bert_config_file=domain_start/bert_config.json \
     --init_checkpoint=domain_start/bert_model.ckpt
@@ -14,8 +12,7 @@
 The vocabulary's [unusedN] entries become the text's split words (most frequent first, met at
 least --min_count times), each started at the mean of its pieces' embeddings; the vocabulary
 keeps its size, so stock BERT loads the result. English (WordPiece) words only: BERT reads
-Chinese text as single characters. What it writes, and why the general list:
-pretraining/domain_vocab.py.
+Chinese text as single characters. What it writes: pretraining/domain_vocab.py.
 """
 
 from core.errors import InputError
@@ -39,11 +36,10 @@ _FLAG_SPECS = (
     ("string", "input_file", None, "The domain text (utf-8, as for create_pretraining_data.py) "
      "whose split words get tokens."),
     ("string", "output_dir", None, "Where to write the new BERT folder: vocab.txt, "
-     "bert_model.ckpt, bert_config.json, general_freq.tsv (the original vocabulary as "
-     "--general_word_freq) and added_words.tsv."),
+     "bert_model.ckpt, bert_config.json and added_words.tsv (word, count, pieces)."),
     ("integer", "min_count", 2, "Give a token only to words met at least this many times."),
     ("integer", "max_words", 0, "Add at most this many words (0: as many as the vocabulary has "
-     "[unusedN] entries: 994 in Google's English vocabularies)."),
+     "[unusedN] entries but one: 993 in Google's English vocabularies)."),
     ("bool", "do_lower_case", True, "Lower-case the text, as for an uncased vocabulary."),
 )
 

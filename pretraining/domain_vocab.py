@@ -7,17 +7,18 @@ embedding (build_domain_vocab.py is its command line):
 
 - vocab.txt: the checkpoint's vocabulary with its `[unusedN]` entries, in order, replaced by the
   domain text's split words, most frequent first (words of letters only, met at least
-  min_count times, no [UNK] piece). The vocabulary keeps its size, so the checkpoint's shapes,
+  min_count times, no [UNK] piece), all but the last [unusedN] (993 words in Google's English
+  vocabularies). The vocabulary keeps its size, so the checkpoint's shapes,
   and stock BERT, still fit it; WordPiece's longest match then reads each added word as one
   token. BERT's basic tokenizer splits Chinese text into characters before WordPiece, so
   Chinese words cannot be added this way (their English words can).
+- The last [unusedN] stays where it was: --masking=domain's built-in general list
+  (`--general_word_freq=vocab`, word_freq.vocab_counts) ranks only the words after it, so the
+  added words, which sit before it, still count as words the checkpoint's general text lacks
+  and are masked first (ranked by their place, they would look like the commonest words).
 - bert_model.ckpt: the checkpoint with each added word's row of bert/embeddings/word_embeddings
   (and of cls/predictions/output_bias, when the checkpoint has a masked-LM head) set to the mean
   of its pieces' rows. Every other weight is copied, under the same names.
-- general_freq.tsv: the *original* vocabulary as --masking=domain's general word list
-  (word_freq.vocab_counts), for --general_word_freq. The default list (`vocab`) would read the
-  new vocabulary, where the added words sit first, as the commonest words of general text and
-  mask them least.
 - added_words.tsv: `word<TAB>count<TAB>pieces` for each added word; bert_config.json, copied.
 
 Costs: one pass over the text and one copy of the checkpoint (seconds for MiniLM). Measured on
@@ -43,9 +44,13 @@ EMBEDDINGS = "bert/embeddings/word_embeddings"
 OUTPUT_BIAS = "cls/predictions/output_bias"
 
 
-def unused_slots(vocab):
-  """The ids of the vocabulary's `[unusedN]` entries, in file order. vocab: token -> id."""
-  return [i for token, i in vocab.items() if token.startswith("[unused") and token.endswith("]")]
+def free_slots(vocab):
+  """The ids of the vocabulary's `[unusedN]` entries but the last, in file order.
+
+  vocab: token -> id. The last one marks where the vocabulary's own words begin
+  (word_freq.vocab_counts).
+  """
+  return [i for token, i in vocab.items() if word_freq.UNUSED_ENTRY_RE.match(token)][:-1]
 
 
 def split_words(path, tokenizer, min_count):
@@ -101,9 +106,10 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
 
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   vocab = tokenizer.vocab
-  slots = unused_slots(vocab)
+  slots = free_slots(vocab)
   if not slots:
-    raise InputError("--bert_dir=%s: vocab.txt has no [unusedN] entry to give a word" % bert_dir)
+    raise InputError("--bert_dir=%s: vocab.txt has fewer than two [unusedN] entries: none to "
+                     "give a word (the last one stays)" % bert_dir)
   words = split_words(input_file, tokenizer, min_count)
   if not words:
     raise InputError("--input_file=%s: no word met %d+ times that WordPiece splits in pieces "
@@ -118,15 +124,12 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
   replace = {EMBEDDINGS: new_rows(reader, EMBEDDINGS, vocab, added)}
   if reader.has_tensor(OUTPUT_BIAS):
     replace[OUTPUT_BIAS] = new_rows(reader, OUTPUT_BIAS, vocab, added)
-  general = word_freq.vocab_counts(vocab)
   prefix = os.path.join(output_dir, "bert_model.ckpt")
   writes = [
       (prefix, lambda tmp: checkpoints.write_model_weights(checkpoint, tmp, replace=replace)),
       (os.path.join(output_dir, "vocab.txt"),
        atomic_files.text_writer("".join(t + "\n" for t in tokens))),
       (os.path.join(output_dir, "bert_config.json"), atomic_files.copy_writer(config_file)),
-      (os.path.join(output_dir, "general_freq.tsv"), atomic_files.text_writer(
-          "".join("%s\t%.6g\n" % (w, c) for w, c in general.items()))),
       (os.path.join(output_dir, "added_words.tsv"), atomic_files.text_writer(
           "".join("%s\t%d\t%s\n" % (w, c, " ".join(p)) for w, c, p in words))),
   ]
@@ -134,6 +137,6 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
     atomic_files.write_all_atomically(writes)
     tf.train.update_checkpoint_state(output_dir, "bert_model.ckpt",
                                     all_model_checkpoint_paths=["bert_model.ckpt"])
-  logging.info("Gave %d split words met %d+ times in %s their own tokens (of %d [unusedN] "
+  logging.info("Gave %d split words met %d+ times in %s their own tokens (%d free [unusedN] "
                "entries); wrote %s", len(added), min_count, input_file, len(slots), output_dir)
   return added

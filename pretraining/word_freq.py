@@ -31,8 +31,11 @@ The list (--general_word_freq) is one of:
           other single characters (listed in Unicode order, not by frequency) and entries
           without a letter ("...", "2017") are left out: punctuation and numbers weigh the
           floor, a letter of another script 1. A word the vocabulary spells in several pieces
-          is one the checkpoint never saw as a word: s = 1. It needs no file and no general
-          corpus. It knows no Chinese words (a Chinese vocabulary lists characters), so text
+          is one the checkpoint never saw as a word: s = 1. Entries before the vocabulary's
+          last `[unusedN]` are not its general words either: in Google's vocabularies they are
+          all special, and build_domain_vocab.py puts a domain text's added words there (it
+          leaves the last [unusedN] in place), so they too count as unlisted. It needs no file
+          and no general corpus. It knows no Chinese words (a Chinese vocabulary lists characters), so text
           whose words are mostly Chinese is refused with it (check_overlap).
   jieba   jieba's own dictionary (349,046 words with counts, shipped in the jieba package).
   a file  utf-8 lines `word<TAB>count` (count a positive number; blank lines skipped; a word
@@ -70,6 +73,8 @@ _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 # A special entry of a vocabulary: [CLS], [unused3], <unk>, <s>.
 _SPECIAL_ENTRY_RE = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
+# A free slot of Google's vocabularies ([unused0] ... [unused993]).
+UNUSED_ENTRY_RE = re.compile(r"^\[unused\d+\]$")
 
 # A list that names fewer than this share of the domain text's words (punctuation aside) is for
 # another language or vocabulary: refused before any work.
@@ -132,14 +137,17 @@ def vocab_counts(vocab):
     vocab: ordered dict token -> id, in the vocabulary file's order.
 
   Returns:
-    OrderedDict: each entry that is not a special token ([CLS], <unk>) or a continuation piece
-    ("##ing"; a SentencePiece entry without its word-start mark) or without a letter ("...",
-    "2017"), word-start mark removed; of the N words of two or more characters the r-th counts
-    N / r, a single ASCII letter N, and other single characters are left out.
+    OrderedDict: each entry after the last `[unusedN]` (before it: special entries, and the
+    words build_domain_vocab.py added) that is not a special token ([CLS], <unk>) or a
+    continuation piece ("##ing"; a SentencePiece entry without its word-start mark) or without
+    a letter ("...", "2017"), word-start mark removed; of the N words of two or more characters
+    the r-th counts N / r, a single ASCII letter N, and other single characters are left out.
   """
   spm = any(token.startswith(tokenization.SPM_WORD_START) for token in vocab)
+  tokens = list(vocab)
+  unused = [i for i, token in enumerate(tokens) if UNUSED_ENTRY_RE.match(token)]
   words = collections.OrderedDict()  # An ordered set.
-  for token in vocab:
+  for token in tokens[unused[-1] + 1 if unused else 0:]:
     if not token.strip() or is_special_entry(token):
       continue
     continuation = (not token.startswith(tokenization.SPM_WORD_START)) if spm else (

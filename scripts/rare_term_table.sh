@@ -21,8 +21,7 @@
 #   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word;
 #   domain_vocab: the domain arm from a copy of the checkpoint whose [unusedN] tokens are the
 #     domain text's split words (build_domain_vocab.py: words met twice or more, each token
-#     started at the mean of its pieces; the original vocabulary as the general list), then
-#     pretrained and fine-tuned with that vocabulary.
+#     started at the mean of its pieces), then pretrained and fine-tuned with that vocabulary.
 #   The domain arms score words against the tools' default general list (for this English text:
 #   the model's vocabulary, --general_word_freq=vocab), unless GENERAL_WORD_FREQ names one
 #   (vocab, jieba or a word<TAB>count file) or GENERAL_CORPUS names general text for
@@ -188,13 +187,12 @@ if [ ! -f "$TASK/task.json" ]; then
     --seed="$TASK_SEED" --topic_set="$TOPIC_SET" --term_sentences="$TERM_SENTENCES"
 fi
 records() {  # records ARM PSEED: prints the folder of the arm's records, made when missing
-  local arm=$1 pseed=$2 dir masking="" suffix="" extra=() general="$GENERAL_WORD_FREQ"
-  local bert; bert="$(bert_of "$arm")"
+  local arm=$1 pseed=$2 dir masking="" suffix="" extra=() bert
+  bert="$(bert_of "$arm")"
   case $arm in
     mlm|electra) masking=whole_word ;;
     token|ngram|domain) masking=$arm ;;
-    domain_vocab) masking=domain  # scored against the original vocabulary, not the new one
-      [ -n "$general" ] && [ "$general" != vocab ] || general="$bert/general_freq.tsv" ;;
+    domain_vocab) masking=domain ;;
   esac
   [ "$pseed" = none ] || suffix="_pseed$pseed" extra=(--random_seed="$pseed")
   if [ -z "$masking" ]; then  # the dynamic arms
@@ -204,7 +202,7 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
     dir="$TASK/records$suffix"
     [ "$masking" = whole_word ] || dir="$TASK/records_$(arm_dir "$arm")$suffix"
     extra+=(--masked_lm_prob=0.15 --dupe_factor=5 --masking="$masking")
-    [ "$masking" = domain ] && extra+=(${general:+--general_word_freq="$general"}
+    [ "$masking" = domain ] && extra+=(${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"}
       --domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR")
   fi
   if [ ! -f "$dir/train-0.tfrecord" ]; then

@@ -454,46 +454,51 @@ def _tiny_bert(folder, tokens):
 
 
 def test_domain_vocab_gives_split_words_the_unused_slots_started_from_their_pieces(tmp_path):
-  tokens = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the",
-            "game", "zor", "##bex", "kla", "##x", "##ix", "play", "##s"]
+  tokens = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused2]",
+            "the", "game", "zor", "##bex", "kla", "##x", "##ix", "play", "##s"]
   _tiny_bert(tmp_path / "bert", tokens)
   text = tmp_path / "domain.txt"
   # zorbex 3 times, klaxix twice, plays twice (split too), klax once (under --min_count=2).
   text.write_text("the game zorbex plays\nZorbex , klaxix\n\nthe zorbex klaxix plays klax\n")
   added = domain_vocab.build(str(tmp_path / "bert"), str(text), str(tmp_path / "out"))
-  # Two slots for three split words met twice or more: the most frequent first, ties by name.
+  # Two free slots (the last [unusedN] stays) for three split words met twice or more: the most
+  # frequent first, ties by name.
   assert [(slot, word) for slot, word, _ in added] == [(1, "zorbex"), (2, "klaxix")]
   out = tmp_path / "out"
   new_tokens = (out / "vocab.txt").read_text().splitlines()
   assert new_tokens == tokens[:1] + ["zorbex", "klaxix"] + tokens[3:]
   reader = tf.train.load_checkpoint(str(out / "bert_model.ckpt"))
   embeddings = reader.get_tensor(domain_vocab.EMBEDDINGS)
-  np.testing.assert_allclose(embeddings[1], [95, 96, 97])  # rows 9 and 10: zor ##bex
-  np.testing.assert_allclose(embeddings[2], [120, 121, 122])  # rows 11, 12, 13: kla ##x ##ix
-  np.testing.assert_allclose(embeddings[3:], (np.arange(3, 16)[:, None] * 10 + np.arange(3)))
-  np.testing.assert_allclose(reader.get_tensor(domain_vocab.OUTPUT_BIAS)[:3], [0, 9.5, 12])
+  np.testing.assert_allclose(embeddings[1], [105, 106, 107])  # rows 10 and 11: zor ##bex
+  np.testing.assert_allclose(embeddings[2], [130, 131, 132])  # rows 12, 13, 14: kla ##x ##ix
+  np.testing.assert_allclose(embeddings[3:], (np.arange(3, 17)[:, None] * 10 + np.arange(3)))
+  np.testing.assert_allclose(reader.get_tensor(domain_vocab.OUTPUT_BIAS)[:3], [0, 10.5, 13])
   assert reader.get_tensor("bert/pooler/dense/kernel").tolist() == [[1, 1], [1, 1]]
-  # WordPiece now reads each added word as one token; the general list is the old vocabulary's.
+  # WordPiece now reads each added word as one token. The built-in general list of the new
+  # vocabulary is the old one's: the added words, before the last [unusedN], stay unlisted.
   tokenizer = tokenization.FullTokenizer(str(out / "vocab.txt"))
   assert tokenizer.tokenize("The zorbex plays") == ["the", "zorbex", "play", "##s"]
-  general = [line.split("\t")[0] for line in (out / "general_freq.tsv").read_text().splitlines()]
-  assert general == ["the", "game", "zor", "kla", "play"]
+  general = word_freq.vocab_counts(tokenizer.vocab)
+  assert general == word_freq.vocab_counts(tokenization.load_vocab(str(tmp_path / "bert" /
+                                                                        "vocab.txt")))
+  assert list(general) == ["the", "game", "zor", "kla", "play"]
   assert (out / "added_words.tsv").read_text() == "zorbex\t3\tzor ##bex\nklaxix\t2\tkla ##x ##ix\n"
 
 
 def test_domain_vocab_refuses_what_it_cannot_use_before_writing(tmp_path):
-  _tiny_bert(tmp_path / "no_slots", ["[PAD]", "[UNK]", "the", "zor", "##bex"])
+  _tiny_bert(tmp_path / "no_slots", ["[PAD]", "[unused0]", "[UNK]", "the", "zor", "##bex"])
   text = tmp_path / "domain.txt"
   text.write_text("the zorbex zorbex\n")
   out = tmp_path / "out"
   for args, message in (
-      ((str(tmp_path / "no_slots"), str(text)), "vocab.txt has no [unusedN] entry"),
+      ((str(tmp_path / "no_slots"), str(text)), "vocab.txt has fewer than two [unusedN]"),
       ((str(tmp_path), str(text)), "vocab.txt is missing"),
       ((str(tmp_path / "no_slots"), str(tmp_path / "none.txt")), "--input_file=%s: no such file"
        % (tmp_path / "none.txt"))):
     with pytest.raises(InputError, match=re.escape(message)):
       domain_vocab.build(args[0], args[1], str(out))
-  _tiny_bert(tmp_path / "bert", ["[PAD]", "[unused0]", "[UNK]", "the", "zor", "##bex"])
+  _tiny_bert(tmp_path / "bert", ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "the", "zor",
+                                 "##bex"])
   with pytest.raises(InputError, match="no word met 3\\+ times"):
     domain_vocab.build(str(tmp_path / "bert"), str(text), str(out), min_count=3)
   assert not out.exists()
