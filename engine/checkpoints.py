@@ -53,6 +53,38 @@ def check_init_checkpoint(init_checkpoint):
                    ".../bert_model.ckpt)" % (what, init_checkpoint))
 
 
+_UNUSED_ENTRY = re.compile(r"^\[unused\d+\]$")
+
+
+def check_vocab_beside(init_checkpoint, vocab_file):
+  """Raises InputError when the vocab.txt beside `init_checkpoint` is not --vocab_file's.
+
+  A checkpoint reads text through the vocabulary it was trained with, and its folder (a Google
+  release, a run's export/, build_domain_vocab.py's output) holds that one as vocab.txt. Entries
+  may differ only where that vocab.txt has `[unusedN]` (a vocabulary extended by hand into the
+  free slots); any other difference is refused: e.g. a domain vocabulary's export fine-tuned
+  with the original vocabulary would read every added word as pieces whose rows were never
+  trained for it. Nothing is checked without a vocab.txt beside the checkpoint.
+  """
+  if not init_checkpoint or not vocab_file:
+    return
+  beside = os.path.join(os.path.dirname(os.path.abspath(init_checkpoint)), "vocab.txt")
+  if not os.path.isfile(beside) or not os.path.isfile(vocab_file) or os.path.samefile(
+      beside, vocab_file):
+    return
+  theirs = [line.strip() for line in open(beside, encoding="utf-8", errors="replace")]
+  ours = [line.strip() for line in open(vocab_file, encoding="utf-8", errors="replace")]
+  differ = [i for i, (t, o) in enumerate(zip(theirs, ours))
+            if t != o and not _UNUSED_ENTRY.match(t)]
+  if len(theirs) == len(ours) and not differ:
+    return
+  where = ("entry %d is %r there, %r here" % (differ[0], theirs[differ[0]], ours[differ[0]])
+           if differ else "%d entries there, %d here" % (len(theirs), len(ours)))
+  raise InputError("--vocab_file=%s is not the vocabulary of --init_checkpoint=%s (%s; %d "
+                   "entries differ): pass --vocab_file=%s" % (vocab_file, init_checkpoint, where,
+                                                             len(differ), beside))
+
+
 # The files of a checkpoint prefix P: P.index, P.data-00000-of-00001, ..., P.meta.
 _FILE_SUFFIX = re.compile(r"\.(index|data-\d+-of-\d+|meta)$")
 

@@ -228,6 +228,7 @@ def _init_checkpoint(output_dir):
   parts it lacks decides what stays frozen and when the schedule restarts."""
   try:
     checkpoints.check_init_checkpoint(FLAGS.init_checkpoint)
+    checkpoints.check_vocab_beside(FLAGS.init_checkpoint, FLAGS.vocab_file)
     return FLAGS.init_checkpoint
   except InputError as e:
     latest = checkpoints.latest_checkpoint(output_dir)

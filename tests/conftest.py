@@ -46,7 +46,7 @@ FAST_TESTS = {
                                "test_domain_words_are_masked", "test_whole_words_are_never",
                                "test_records_and_dynamic_masking", "test_chinese_words",
                                "test_bad_lists", "test_bad_settings", "test_build_word_freq",
-                               "test_domain_vocab_"],
+                               "test_domain_vocab_", "test_a_checkpoint_is_read"],
     "test_optimization.py": "*",
     "test_placement_audit.py": ["test_bad_arguments_are_one_error_line",
                                 "test_the_audit_finds_an_unplaced_reader",

@@ -16,6 +16,7 @@ import tensorflow.compat.v1 as tf
 
 from core.errors import InputError
 import create_pretraining_data
+from engine import checkpoints
 from pretraining import corpus
 from pretraining import domain_vocab
 from pretraining import instances
@@ -506,3 +507,30 @@ def test_domain_vocab_refuses_what_it_cannot_use_before_writing(tmp_path):
       tmp_path / "bert"), "--input_file=" + str(text), "--output_dir=" + str(out),
       "--min_count=3"))
   assert "no word met 3+ times" in line and not out.exists()
+
+
+def test_a_checkpoint_is_read_with_the_vocabulary_beside_it(tmp_path):
+  """A domain vocabulary's checkpoint fine-tuned with the original vocabulary would read its
+  added words in untrained pieces: refused. Filling [unusedN] slots by hand stays allowed."""
+  tokens = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "the", "zor", "##bex"]
+  _tiny_bert(tmp_path / "bert", tokens)
+  text = tmp_path / "domain.txt"
+  text.write_text("the zorbex zorbex\n")
+  domain_vocab.build(str(tmp_path / "bert"), str(text), str(tmp_path / "out"))
+  original, extended = str(tmp_path / "bert" / "vocab.txt"), str(tmp_path / "out" / "vocab.txt")
+  with pytest.raises(InputError) as e:
+    checkpoints.check_vocab_beside(str(tmp_path / "out" / "bert_model.ckpt"), original)
+  assert str(e.value) == (
+      "--vocab_file=%s is not the vocabulary of --init_checkpoint=%s (entry 1 is 'zorbex' "
+      "there, '[unused0]' here; 1 entries differ): pass --vocab_file=%s" % (
+          original, tmp_path / "out" / "bert_model.ckpt", extended))
+  # The extended vocabulary with the original checkpoint (slots filled by hand), the same
+  # vocabulary, a copy of it elsewhere: accepted.
+  checkpoints.check_vocab_beside(str(tmp_path / "bert" / "bert_model.ckpt"), extended)
+  checkpoints.check_vocab_beside(str(tmp_path / "out" / "bert_model.ckpt"), extended)
+  copy = tmp_path / "copy.txt"
+  copy.write_text((tmp_path / "out" / "vocab.txt").read_text())
+  checkpoints.check_vocab_beside(str(tmp_path / "out" / "bert_model.ckpt"), str(copy))
+  copy.write_text("".join(t + "\n" for t in tokens[:-1]))
+  with pytest.raises(InputError, match="7 entries there, 6 here"):
+    checkpoints.check_vocab_beside(str(tmp_path / "bert" / "bert_model.ckpt"), str(copy))
