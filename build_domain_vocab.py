@@ -33,8 +33,9 @@ _FLAG_SPECS = (
     ("string", "bert_dir", None, "The BERT folder to start from: bert_config.json, vocab.txt "
      "and bert_model.ckpt (a Google release, convert_hf_checkpoint.py's output or a run's "
      "export/)."),
-    ("string", "input_file", None, "The domain text (utf-8, as for create_pretraining_data.py) "
-     "whose split words get tokens."),
+    ("string", "input_file", None, "The domain text whose split words get tokens, as for "
+     "create_pretraining_data.py: a file, or comma-separated files, glob patterns and folders "
+     "(utf-8)."),
     ("string", "output_dir", None, "Where to write the new BERT folder: vocab.txt, "
      "bert_model.ckpt, bert_config.json and added_words.tsv (word, count, pieces)."),
     ("integer", "min_count", 2, "Give a token only to words met at least this many times."),

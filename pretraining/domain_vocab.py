@@ -53,16 +53,17 @@ def free_slots(vocab):
   return [i for token, i in vocab.items() if word_freq.UNUSED_ENTRY_RE.match(token)][:-1]
 
 
-def split_words(path, tokenizer, min_count):
-  """The words of `path` that WordPiece spells in 2+ pieces, most frequent first.
+def split_words(paths, tokenizer, min_count):
+  """The words of the files `paths` that WordPiece spells in 2+ pieces, most frequent first.
 
   Returns:
     list of (word, count, pieces): letters-only words met at least `min_count` times whose
     pieces hold no [UNK]; ties in alphabetical order.
   """
   counts = collections.Counter()
-  for _, line in cli.text_lines(path):
-    counts.update(w for w in tokenizer.basic_tokenizer.tokenize(line) if w.isalpha())
+  for path in paths:
+    for _, line in cli.text_lines(path):
+      counts.update(w for w in tokenizer.basic_tokenizer.tokenize(line) if w.isalpha())
   found = []
   for word, count in counts.items():
     pieces = tokenizer.wordpiece_tokenizer.tokenize(word)
@@ -87,8 +88,11 @@ def new_rows(reader, name, vocab, added):
 def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_case=True):
   """Writes output_dir (see the module docstring); returns the added (slot id, word, pieces).
 
+  input_file: the domain text: a file, or comma-separated files, glob patterns and folders
+    (cli.expand_files, as create_pretraining_data.py reads --input_file).
+
   Raises:
-    InputError: a BERT folder without its three files, no such input file, a vocabulary without
+    InputError: a BERT folder without its three files, no input file, a vocabulary without two
       [unusedN] entries, or no word to add; before anything is written.
   """
   vocab_file = os.path.join(bert_dir, "vocab.txt")
@@ -98,7 +102,7 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
     if not os.path.isfile(path):
       raise InputError("--bert_dir=%s: %s is missing (expected bert_config.json, vocab.txt and "
                        "bert_model.ckpt)" % (bert_dir, os.path.basename(path)))
-  cli.require_file(input_file, "input_file")
+  input_files = cli.expand_files(input_file, "input_file")
   if min_count < 1 or max_words < 0:
     raise InputError("--min_count takes an integer >= 1 and --max_words one >= 0, got %d and %d"
                      % (min_count, max_words))
@@ -110,7 +114,7 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
   if not slots:
     raise InputError("--bert_dir=%s: vocab.txt has fewer than two [unusedN] entries: none to "
                      "give a word (the last one stays)" % bert_dir)
-  words = split_words(input_file, tokenizer, min_count)
+  words = split_words(input_files, tokenizer, min_count)
   if not words:
     raise InputError("--input_file=%s: no word met %d+ times that WordPiece splits in pieces "
                      "(Chinese characters are single tokens already)" % (input_file, min_count))

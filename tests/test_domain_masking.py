@@ -461,7 +461,8 @@ def test_domain_vocab_gives_split_words_the_unused_slots_started_from_their_piec
   text = tmp_path / "domain.txt"
   # zorbex 3 times, klaxix twice, plays twice (split too), klax once (under --min_count=2).
   text.write_text("the game zorbex plays\nZorbex , klaxix\n\nthe zorbex klaxix plays klax\n")
-  added = domain_vocab.build(str(tmp_path / "bert"), str(text), str(tmp_path / "out"))
+  added = domain_vocab.build(str(tmp_path / "bert"), str(tmp_path / "dom*.txt"),  # a glob
+                             str(tmp_path / "out"))
   # Two free slots (the last [unusedN] stays) for three split words met twice or more: the most
   # frequent first, ties by name.
   assert [(slot, word) for slot, word, _ in added] == [(1, "zorbex"), (2, "klaxix")]
@@ -494,7 +495,7 @@ def test_domain_vocab_refuses_what_it_cannot_use_before_writing(tmp_path):
   for args, message in (
       ((str(tmp_path / "no_slots"), str(text)), "vocab.txt has fewer than two [unusedN]"),
       ((str(tmp_path), str(text)), "vocab.txt is missing"),
-      ((str(tmp_path / "no_slots"), str(tmp_path / "none.txt")), "--input_file=%s: no such file"
+      ((str(tmp_path / "no_slots"), str(tmp_path / "none.txt")), "--input_file=%s: no file matches"
        % (tmp_path / "none.txt"))):
     with pytest.raises(InputError, match=re.escape(message)):
       domain_vocab.build(args[0], args[1], str(out))
