@@ -60,9 +60,9 @@ def check_vocab_beside(init_checkpoint, vocab_file):
   """Raises InputError when the vocab.txt beside `init_checkpoint` is not --vocab_file's.
 
   A checkpoint reads text through the vocabulary it was trained with, and its folder (a Google
-  release, a run's export/, build_domain_vocab.py's output) holds that one as vocab.txt. Entries
-  may differ only where that vocab.txt has `[unusedN]` (a vocabulary extended by hand into the
-  free slots); any other difference is refused: e.g. a domain vocabulary's export fine-tuned
+  release, a run's export/, scripts/build_domain_vocab.py's output) holds that one as
+  vocab.txt. Entries may differ only where that vocab.txt has `[unusedN]` (a vocabulary
+  extended by hand into the free slots); any other difference is refused: e.g. a domain vocabulary's export fine-tuned
   with the original vocabulary would read every added word as pieces whose rows were never
   trained for it. Nothing is checked without a vocab.txt beside the checkpoint.
   """

@@ -3,7 +3,7 @@
 A word that WordPiece spells in several pieces ("stavigloth" -> "st ##avi ##gl ##oth") is one
 the checkpoint never saw as a word. `build` writes a copy of a BERT folder in which such words
 of a domain text have tokens of their own, so that continued pretraining gives each one
-embedding (build_domain_vocab.py is its command line):
+embedding (scripts/build_domain_vocab.py is its command line):
 
 - vocab.txt: the checkpoint's vocabulary with its `[unusedN]` entries, in order, replaced by the
   domain text's split words, most frequent first (words of letters only, met at least

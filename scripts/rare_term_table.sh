@@ -20,8 +20,9 @@
 #   domain: static records with --masking=domain, README's command (docs/pretraining.md);
 #   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word;
 #   domain_vocab: the domain arm from a copy of the checkpoint whose [unusedN] tokens are the
-#     domain text's split words (build_domain_vocab.py: words met twice or more, each token
-#     started at the mean of its pieces), then pretrained and fine-tuned with that vocabulary.
+#     domain text's split words (scripts/build_domain_vocab.py: words met twice or more, each
+#     token started at the mean of its pieces), then pretrained and fine-tuned with that
+#     vocabulary.
 #   The domain arms score words against the tools' default general list (for this English text:
 #   the model's vocabulary, --general_word_freq=vocab), unless GENERAL_WORD_FREQ names one
 #   (vocab, jieba or a word<TAB>count file) or GENERAL_CORPUS names general text for
@@ -231,7 +232,7 @@ PY
   echo "== general word list: $GENERAL_WORD_FREQ ($(wc -l < "$GENERAL_WORD_FREQ") words)"
 fi
 if [[ " $ARMS " == *" domain_vocab "* ]] && [ ! -f "$(bert_of domain_vocab)/bert_model.ckpt.index" ]; then
-  logged "$(bert_of domain_vocab).log" python build_domain_vocab.py --bert_dir="$BERT" \
+  logged "$(bert_of domain_vocab).log" python scripts/build_domain_vocab.py --bert_dir="$BERT" \
     --input_file="$TASK/domain.txt" --output_dir="$(bert_of domain_vocab)"
 fi
 if [[ " $ARMS " == *" macbert "* ]] && [ ! -f "$TASK/similar_words.tsv" ]; then

@@ -2,7 +2,7 @@
 """Domain-aware masking (--masking=domain): the mask rate, the words it favours, whole words,
 seeds, one selection for records and dynamic masking, Chinese words; the general word-frequency
 list (pretraining/word_freq.py, scripts/build_word_freq.py) and its bad inputs; the domain
-vocabulary (build_domain_vocab.py) that gives a domain text's split words tokens of their own."""
+vocabulary (scripts/build_domain_vocab.py) that gives a domain text's split words tokens of their own."""
 
 import collections
 import json
@@ -504,7 +504,7 @@ def test_domain_vocab_refuses_what_it_cannot_use_before_writing(tmp_path):
   with pytest.raises(InputError, match="no word met 3\\+ times"):
     domain_vocab.build(str(tmp_path / "bert"), str(text), str(out), min_count=3)
   assert not out.exists()
-  line = assert_one_line_error(run_script("build_domain_vocab.py", "--bert_dir=" + str(
+  line = assert_one_line_error(run_script(os.path.join("scripts", "build_domain_vocab.py"), "--bert_dir=" + str(
       tmp_path / "bert"), "--input_file=" + str(text), "--output_dir=" + str(out),
       "--min_count=3"))
   assert "no word met 3+ times" in line and not out.exists()

@@ -22,7 +22,7 @@ PACKAGE_LAYERS = {"core": 0, "parallel": 1, "heads": 1, "engine": 2, "classifier
 ROOT_MODULES = set(MODEL_LAYER) | {
     "run_classifier_mgpu", "run_pretraining_mgpu", "run_rewrite_finetune",
     "create_pretraining_data", "convert_to_hf", "convert_hf_checkpoint", "build_saved_model",
-    "build_similar_words", "build_domain_vocab"}
+    "build_similar_words"}
 
 
 def project_modules():

@@ -71,9 +71,10 @@ _TEMPORARY = re.compile(r"\.tmp-\d+(\.[^/]*)?(/|$)")
 # The root's entry scripts and tools, and the user tools kept in scripts/.
 SCRIPTS = sorted([m + ".py" for m in test_layout.ROOT_MODULES
                   if m.startswith(("run_", "create_", "convert_", "build_"))] +
-                 [os.path.join("scripts", "build_word_freq.py")])
+                 [os.path.join("scripts", "build_word_freq.py"),
+                  os.path.join("scripts", "build_domain_vocab.py")])
 HELP_ONLY = {"build_saved_model.py": "a subprocess of --do_export (tests/test_export.py)",
-             "build_domain_vocab.py": "needs an English vocabulary with [unusedN] entries; its "
+             os.path.join("scripts", "build_domain_vocab.py"): "needs an English vocabulary with [unusedN] entries; its "
                                       "real runs: tests/test_domain_masking.py"}
 
 

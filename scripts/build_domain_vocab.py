@@ -1,7 +1,7 @@
 # coding=utf-8
 """Gives the words of your domain text that the checkpoint splits into pieces tokens of their own.
 
-  python build_domain_vocab.py --bert_dir=$BERT_DIR --input_file=domain.txt \
+  python scripts/build_domain_vocab.py --bert_dir=$BERT_DIR --input_file=domain.txt \
     --output_dir=domain_start
   # then continue pretraining from domain_start/ (its vocab.txt and bert_model.ckpt):
   python create_pretraining_data.py ... --vocab_file=domain_start/vocab.txt --masking=domain
@@ -15,6 +15,12 @@ keeps its size, so stock BERT loads the result. English (WordPiece) words only: 
 Chinese text as single characters. What it writes: pretraining/domain_vocab.py.
 """
 
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from core.errors import InputError
 from engine import tf_env  # pylint: disable=unused-import  (first: TensorFlow reads it on import)
 
@@ -24,6 +30,7 @@ import tensorflow.compat.v1 as tf
 
 from engine import cli
 from pretraining import domain_vocab
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 
