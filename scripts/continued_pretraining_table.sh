@@ -19,7 +19,9 @@
 #   word-piece embeddings; word2vec on a task's text gives noise); electra: the discriminator is
 #   the checkpoint's encoder; domain: mlm with --masking=domain, the words the general list
 #   lacks masked first (GENERAL_WORD_FREQ: vocab, jieba or a word<TAB>count file; default: the
-#   tools' own, the model's vocabulary for English text).
+#   tools' own, the model's vocabulary for English text); domain_vocab: the domain arm from a
+#   copy of the checkpoint whose [unusedN] tokens are the text's split words
+#   (scripts/build_domain_vocab.py), with that vocabulary in its records and its fine-tuning.
 #
 # Knobs, checked before any work:
 #   SEEDS ("1 2 3"): fine-tuning seeds.  PASSES ("3 10"): budgets, in passes over the text.
@@ -63,10 +65,10 @@ for seed in $SEEDS; do is_int "$seed" || fail "SEEDS takes positive integers, go
 for passes in $PASSES; do is_int "$passes" || fail "PASSES takes positive integers, got '$passes'"; done
 [ -n "$SEEDS" ] && [ -n "$PASSES" ] || fail "SEEDS and PASSES must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra domain " == *" $arm "* ]] ||
-    fail "ARMS takes mlm, macbert, electra, domain, got '$arm'"
+  [[ " mlm macbert electra domain domain_vocab " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, domain, domain_vocab, got '$arm'"
 done
-if [[ " $ARMS " == *" domain "* ]] && [ -n "$GENERAL_WORD_FREQ" ] &&
+if [[ " $ARMS " == *" domain"* ]] && [ -n "$GENERAL_WORD_FREQ" ] &&
     [ "$GENERAL_WORD_FREQ" != vocab ] && [ "$GENERAL_WORD_FREQ" != jieba ]; then
   [ -f "$GENERAL_WORD_FREQ" ] ||
     fail "GENERAL_WORD_FREQ=$GENERAL_WORD_FREQ: expected vocab, jieba or a word<TAB>count file"
@@ -84,6 +86,12 @@ export CUDA_VISIBLE_DEVICES=
 RECIPE="finetune_seq${MAX_SEQ_LENGTH}_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 VARIANT="lr${PRETRAIN_LR}$(echo "$PRETRAIN_FLAGS" | tr -d ' -' | tr '=' '_')"
 BERT="$WORK/minilm_tf"
+bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm starts from
+  if [ "$1" = domain_vocab ]; then echo "$WORK/domain_vocab_bert"; else echo "$BERT"; fi
+}
+records_of() {  # records_of ARM: its records (the text in its own vocabulary)
+  if [ "$1" = domain_vocab ]; then echo "$WORK/records_domain_vocab"; else echo "$WORK/records"; fi
+}
 case "$TASK" in
   mrpc) METRICS="eval_accuracy f1_1"; HEADER="accuracy (F1 of class 1)" ;;
   cola) METRICS="mcc eval_accuracy"; HEADER="Matthews corr. (accuracy)" ;;
@@ -154,26 +162,33 @@ if [ ! -f "$WORK/similar_words.tsv" ] && [[ " $ARMS " == *" macbert "* ]]; then
     --output_file="$WORK/similar_words.tsv" --vocab_file="$BERT/vocab.txt" \
     --init_checkpoint="$BERT/bert_model.ckpt"
 fi
-if [ ! -f "$WORK/records/text.tfrecord" ]; then
-  mkdir -p "$WORK/records"
-  logged "$WORK/records.log" python create_pretraining_data.py --input_file="$WORK/text.txt" \
-    --output_file="$WORK/records/text.tfrecord" --vocab_file="$BERT/vocab.txt" \
-    --max_seq_length="$MAX_SEQ_LENGTH" --dynamic_masking --no_nsp --dupe_factor=1
-  grep -m 1 -o "[0-9]* instances, [0-9]* tokens" "$WORK/records.log" > "$WORK/text_stats.txt"
+if [[ " $ARMS " == *" domain_vocab "* ]] && [ ! -f "$(bert_of domain_vocab)/bert_model.ckpt.index" ]; then
+  logged "$(bert_of domain_vocab).log" python scripts/build_domain_vocab.py --bert_dir="$BERT" \
+    --input_file="$WORK/text.txt" --output_dir="$(bert_of domain_vocab)"
 fi
+for arm in mlm $ARMS; do  # mlm: the checkpoint's own vocabulary, whose counts name the budgets
+  records="$(records_of "$arm")"
+  [ -f "$records/text.tfrecord" ] && continue
+  mkdir -p "$records"
+  logged "$records.log" python create_pretraining_data.py --input_file="$WORK/text.txt" \
+    --output_file="$records/text.tfrecord" --vocab_file="$(bert_of "$arm")/vocab.txt" \
+    --max_seq_length="$MAX_SEQ_LENGTH" --dynamic_masking --no_nsp --dupe_factor=1
+  grep -m 1 -o "[0-9]* instances, [0-9]* tokens" "$records.log" > "$records.stats"
+done
+[ -f "$WORK/text_stats.txt" ] || cp "$WORK/records.stats" "$WORK/text_stats.txt"
 INSTANCES=$(grep -o "^[0-9]*" "$WORK/text_stats.txt")
 
 # 3. Continued pretraining: one run per arm and budget, exported to <run>/export/.
 pretrain() {  # pretrain ARM STEPS OUTPUT_DIR
-  local arm=$1 steps=$2 out=$3 extra=() masking=whole_word
+  local arm=$1 steps=$2 out=$3 extra=() masking=whole_word bert; bert="$(bert_of "$1")"
   [ "$arm" = electra ] && extra=(--objective=electra)
   [ "$arm" = macbert ] && extra=(--masking_replacement=similar --similar_words_file="$WORK/similar_words.tsv")
-  [ "$arm" = domain ] && masking=domain &&
+  [[ "$arm" = domain* ]] && masking=domain &&
     extra=(${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"})
   # shellcheck disable=SC2086  # PRETRAIN_FLAGS holds several flags
-  python run_pretraining_mgpu.py --input_file="$WORK/records/text.tfrecord" --output_dir="$out" \
-    --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
-    --init_checkpoint="$BERT/bert_model.ckpt" "${extra[@]}" --masking="$masking" \
+  python run_pretraining_mgpu.py --input_file="$(records_of "$arm")/text.tfrecord" \
+    --output_dir="$out" --vocab_file="$bert/vocab.txt" --bert_config_file="$bert/bert_config.json" \
+    --init_checkpoint="$bert/bert_model.ckpt" "${extra[@]}" --masking="$masking" \
     --max_predictions_per_seq=$((MAX_SEQ_LENGTH * 15 / 100 + 1)) --do_train --do_eval \
     --max_eval_steps=10 --eval_batch_size=32 --train_batch_size="$BATCH" --n_gpus=2 \
     --learning_rate="$PRETRAIN_LR" --num_train_steps="$steps" --save_checkpoints_steps=100000 \
@@ -187,7 +202,7 @@ finetune() {  # finetune RUN INIT_CHECKPOINT SEED
   echo "== fine-tune $run; load: $(uptime | sed 's/.*load average: //')"
   mkdir -p "$run"
   logged "$run.log" python run_classifier_mgpu.py --task_name="$TASK" --data_dir="$DATA_DIR" \
-    --vocab_file="$BERT/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
+    --vocab_file="$(dirname "$init")/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
     --init_checkpoint="$init" --output_dir="$run" --do_train --do_eval \
     --max_seq_length="$MAX_SEQ_LENGTH" --train_batch_size="$BATCH" \
     --eval_batch_size=64 --learning_rate="$FINETUNE_LR" --num_train_epochs="$FINETUNE_EPOCHS" \
@@ -211,9 +226,10 @@ for passes in $(printf '%s\n' $PASSES | sort -n); do
       grep -h "Head first done\|masked_lm_accuracy = \|discriminator_auc = " "$out.log" "$out/eval_results.txt" | sed 's/^.*\] /   /' | cut -c1-250
     fi
     if [ ! -f "$out/drift.txt" ]; then
+      # From the arm's own start, in its vocabulary.
       python benchmarks/encoder_collapse.py --bert_config_file="$BERT/bert_config.json" \
-        --vocab_file="$BERT/vocab.txt" --tsv="$WORK/dev_text.txt" --rows=256 \
-        --max_seq_length="$MAX_SEQ_LENGTH" --reference="$BERT/bert_model.ckpt" \
+        --vocab_file="$(bert_of "$arm")/vocab.txt" --tsv="$WORK/dev_text.txt" --rows=256 \
+        --max_seq_length="$MAX_SEQ_LENGTH" --reference="$(bert_of "$arm")/bert_model.ckpt" \
         "$out/export/bert_model.ckpt" 2> /dev/null |
         sed -n 's/.*drift token \([0-9.]*\)  drift text \([0-9.]*\).*/\1 \/ \2/p' > "$out/drift.txt"
     fi

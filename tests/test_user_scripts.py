@@ -93,8 +93,8 @@ def test_continued_pretraining_table_checks_its_arms_before_any_work(tmp_path):
        "error: continued_pretraining_table.sh: GENERAL_WORD_FREQ=/nonexistent.tsv: expected "
        "vocab, jieba or a word<TAB>count file"),
       (dict(ARMS="mlm whole_word"),
-       "error: continued_pretraining_table.sh: ARMS takes mlm, macbert, electra, domain, got "
-       "'whole_word'")):
+       "error: continued_pretraining_table.sh: ARMS takes mlm, macbert, electra, domain, "
+       "domain_vocab, got 'whole_word'")):
     proc = subprocess.run(
         ["bash", os.path.join(REPO_ROOT, "scripts", "continued_pretraining_table.sh"),
          str(tmp_path / "work")], capture_output=True, text=True, timeout=60,
