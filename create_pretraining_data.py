@@ -325,29 +325,16 @@ def run(opts):
   return _generate(opts, input_files, output_files, featurizer)
 
 
-
-
-def _first_lines(input_files):
-  """The input's first lines: its first documents' lines, at least
-  word_freq.OVERLAP_SAMPLE_LINES of them when the input has that many."""
-  lines = []
-  for document in corpus.read_documents(input_files):
-    lines += document.lines
-    if len(lines) >= word_freq.OVERLAP_SAMPLE_LINES:
-      break
-  return lines
-
-
 def default_general_word_list(input_files):
   """--general_word_freq for `input_files` when it is not given (word_freq.default_source)."""
-  return word_freq.default_source(_first_lines(input_files))
+  return word_freq.default_source(corpus.first_lines(input_files))
 
 
 def _check_listed_share(featurizer, input_files):
   """Raises InputError when --general_word_freq names almost none of the words of the first
   word_freq.OVERLAP_SAMPLE_LINES lines of the input (another language or vocabulary)."""
   units = []
-  lines = _first_lines(input_files)
+  lines = corpus.first_lines(input_files)
   for line in lines:
     units += word_freq.sequence_units(*featurizer.sentence(line))
   where = "the first %d lines of %s" % (len(lines), ", ".join(input_files[:3]))

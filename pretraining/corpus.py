@@ -125,6 +125,17 @@ Document = collections.namedtuple("Document", ["path", "line", "lines", "nbytes"
 Chunk = collections.namedtuple("Chunk", ["index", "documents", "nbytes"])
 
 
+def first_lines(input_files):
+  """The input's first lines: its first documents' lines, at least
+  word_freq.OVERLAP_SAMPLE_LINES of them when the input has that many."""
+  lines = []
+  for document in read_documents(input_files):
+    lines += document.lines
+    if len(lines) >= word_freq.OVERLAP_SAMPLE_LINES:
+      break
+  return lines
+
+
 def read_documents(input_files):
   """Yields the Documents of `input_files`, streaming.
 

@@ -37,6 +37,7 @@ from core import atomic_files
 from core.errors import InputError
 from engine import checkpoints
 from engine import cli
+from pretraining import corpus
 from pretraining import word_freq
 import tokenization
 
@@ -85,8 +86,15 @@ def new_rows(reader, name, vocab, added):
   return value
 
 
-def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_case=True):
+def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_case=True,
+          allow_none=False, skip_chinese=False):
   """Writes output_dir (see the module docstring); returns the added (slot id, word, pieces).
+
+  allow_none: when the text has no word to add, write nothing and return [] instead of raising.
+  skip_chinese: when most of the letters of the text's first lines are Chinese (the test
+    --masking=domain picks its general list by, word_freq.default_source), write nothing and
+    return []: a Chinese vocabulary's slots would take only the text's English words, which
+    this step was not measured on.
 
   input_file: the domain text: a file, or comma-separated files, glob patterns and folders
     (cli.expand_files, as create_pretraining_data.py reads --input_file).
@@ -108,6 +116,11 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
                      % (min_count, max_words))
   cli.require_output_dir(output_dir, "output_dir", create=False)
 
+  if skip_chinese and (word_freq.default_source(corpus.first_lines(input_files))
+                       == word_freq.JIEBA_SOURCE):
+    logging.info("%s is mostly Chinese text: no words added, nothing written; start from %s "
+                 "itself", input_file, bert_dir)
+    return []
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   vocab = tokenizer.vocab
   slots = free_slots(vocab)
@@ -115,6 +128,10 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
     raise InputError("--bert_dir=%s: vocab.txt has fewer than two [unusedN] entries: none to "
                      "give a word (the last one stays)" % bert_dir)
   words = split_words(input_files, tokenizer, min_count)
+  if not words and allow_none:
+    logging.info("No word of %s met %d+ times is split by WordPiece: nothing to add, nothing "
+                 "written; start from %s itself", input_file, min_count, bert_dir)
+    return []
   if not words:
     raise InputError("--input_file=%s: no word met %d+ times that WordPiece splits in pieces "
                      "(Chinese characters are single tokens already)" % (input_file, min_count))

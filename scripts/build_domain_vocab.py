@@ -49,6 +49,12 @@ _FLAG_SPECS = (
     ("integer", "max_words", 0, "Add at most this many words (0: as many as the vocabulary has "
      "[unusedN] entries but one: 993 in Google's English vocabularies)."),
     ("bool", "do_lower_case", True, "Lower-case the text, as for an uncased vocabulary."),
+    ("bool", "allow_none", False, "When the text has no such word, write nothing and exit 0 "
+     "instead of failing: for scripts that then start from --bert_dir itself "
+     "(scripts/pretrain_domain.sh)."),
+    ("bool", "skip_chinese", False, "Write nothing and exit 0 when most of the text's letters "
+     "are Chinese (the test --masking=domain picks jieba by): a Chinese vocabulary's [unusedN] "
+     "slots would take only the text's English words, a step measured on English text only."),
 )
 
 
@@ -58,7 +64,7 @@ def main(_):
     if not getattr(FLAGS, flag):
       raise InputError("--%s is required" % flag)
   domain_vocab.build(FLAGS.bert_dir, FLAGS.input_file, FLAGS.output_dir, FLAGS.min_count,
-                     FLAGS.max_words, FLAGS.do_lower_case)
+                     FLAGS.max_words, FLAGS.do_lower_case, FLAGS.allow_none, FLAGS.skip_chinese)
 
 
 if __name__ == "__main__":

@@ -504,6 +504,18 @@ def test_domain_vocab_refuses_what_it_cannot_use_before_writing(tmp_path):
   with pytest.raises(InputError, match="no word met 3\\+ times"):
     domain_vocab.build(str(tmp_path / "bert"), str(text), str(out), min_count=3)
   assert not out.exists()
+  # What scripts/pretrain_domain.sh asks for: nothing to add is no error, and nothing is written.
+  assert domain_vocab.build(str(tmp_path / "bert"), str(text), str(out), min_count=3,
+                            allow_none=True) == []
+  assert not out.exists()
+  # ... and mostly Chinese text is skipped, though its English word would be added.
+  chinese = tmp_path / "zh.txt"
+  chinese.write_text("the zorbex zorbex " + "一二三四五六七八九十" * 2 + "\n", encoding="utf-8")
+  assert domain_vocab.build(str(tmp_path / "bert"), str(chinese), str(out),
+                            skip_chinese=True) == []
+  assert not out.exists()
+  assert [w for _, w, _ in domain_vocab.build(str(tmp_path / "bert"), str(chinese),
+                                              str(tmp_path / "zh_out"))] == ["zorbex"]
   line = assert_one_line_error(run_script(os.path.join("scripts", "build_domain_vocab.py"), "--bert_dir=" + str(
       tmp_path / "bert"), "--input_file=" + str(text), "--output_dir=" + str(out),
       "--min_count=3"))
