@@ -12,7 +12,11 @@
 # written to WORK_DIR/demo_data and pretrained from scratch; without CORPUS/DATA_DIR generated
 # reviews are used, so `bash scripts/pretrain_domain.sh` alone runs on a CPU in a few minutes.
 # From BERT_DIR the steps and rate are README's (400 steps at 2e-4 on a small text, 10 passes at
-# 1e-4 on a larger one; PRETRAIN_STEPS and PRETRAIN_LR override), at 16 per GPU.
+# 1e-4 on a larger one; PRETRAIN_STEPS and PRETRAIN_LR override), at 16 per GPU, and so is the
+# first step: the corpus's words that WordPiece splits get BERT_DIR's [unusedN] slots
+# (scripts/build_domain_vocab.py into WORK_DIR/domain_start; DOMAIN_VOCAB=0 skips it). Mostly
+# Chinese text skips it too: BERT reads Chinese as characters, so only its English words could
+# be added, and that was not measured.
 # The domain model ends up in WORK_DIR/pretrained/export/ (bert_model.ckpt, bert_config.json,
 # vocab.txt: the layout of a Google release, usable as BERT_DIR by the other scripts).
 source "$(dirname "$0")/help.sh" "$@"
@@ -30,6 +34,7 @@ MASKING="${MASKING:-$([ -n "$BERT_DIR" ] && echo domain || echo whole_word)}"
 SEGMENTER="${SEGMENTER:-jieba}"   # Chinese words for whole_word/ngram: jieba | none | presegmented
 NUM_WORKERS="${NUM_WORKERS:-2}"
 DUPE_FACTOR="${DUPE_FACTOR:-5}"
+DOMAIN_VOCAB="${DOMAIN_VOCAB:-$([ -n "$BERT_DIR" ] && echo 1 || echo 0)}"  # 1: README's step 0
 if [ -n "$BERT_DIR" ]; then
   # A released checkpoint: README's recipe (docs/pretraining.md). PRETRAIN_STEPS and PRETRAIN_LR
   # are chosen from the records after step 2 unless set: a small text (400 steps make 5 passes
@@ -64,6 +69,9 @@ is_int "$MAX_PREDICTIONS" || fail "MAX_PREDICTIONS takes a positive integer, got
 for knob in ${PRETRAIN_LR:+PRETRAIN_LR} FINETUNE_LR; do
   is_positive "${!knob}" || fail "$knob takes a number > 0, got '${!knob}'"
 done
+[[ "$DOMAIN_VOCAB" =~ ^[01]$ ]] || fail "DOMAIN_VOCAB takes 0 or 1, got '$DOMAIN_VOCAB'"
+[ "$DOMAIN_VOCAB" = 0 ] || [ -n "$BERT_DIR" ] ||
+  fail "DOMAIN_VOCAB=1 needs BERT_DIR (a checkpoint whose [unusedN] slots take the words)"
 case $MASKING in token|whole_word|ngram|domain) ;;
   *) fail "MASKING takes token, whole_word, ngram or domain, got '$MASKING'" ;; esac
 if [ -n "$BERT_DIR" ]; then
@@ -106,6 +114,18 @@ fi
 echo "== 1. hold out every 10th document of $CORPUS"
 awk -v RS= -v train="$WORK_DIR/corpus_train.txt" -v heldout="$WORK_DIR/corpus_heldout.txt" \
   '{ print $0 "\n" > (NR % 10 == 0 ? heldout : train) }' "$CORPUS"
+
+if [ "$DOMAIN_VOCAB" = 1 ]; then
+  echo "== 1b. the words WordPiece splits get tokens of their own (scripts/build_domain_vocab.py)"
+  python scripts/build_domain_vocab.py --bert_dir="$BERT_DIR" \
+    --input_file="$WORK_DIR/corpus_train.txt" --output_dir="$WORK_DIR/domain_start" \
+    --do_lower_case=true --allow_none --skip_chinese
+  # Written by this run (step 1 has just rewritten corpus_train.txt), not left by an earlier one.
+  if [ "$WORK_DIR/domain_start/added_words.tsv" -nt "$WORK_DIR/corpus_train.txt" ]; then
+    VOCAB="$WORK_DIR/domain_start/vocab.txt"
+    INIT=(--init_checkpoint="$WORK_DIR/domain_start/bert_model.ckpt")
+  fi
+fi
 
 echo "== 2. pretraining records ($NUM_WORKERS workers, $MASKING masking)"
 for SPLIT in train heldout; do

@@ -17,12 +17,12 @@
 #     (build_similar_words.py on domain.txt; needs gensim: pip install gensim);
 #   electra: the whole-word records, --objective=electra;
 #   token, ngram: static records with --masking=token / --masking=ngram (otherwise as mlm);
-#   domain: static records with --masking=domain, README's command (docs/pretraining.md);
+#   domain: static records with --masking=domain, README's steps 1-3 (docs/pretraining.md);
 #   domain_dyn, wwm_dyn: unmasked records masked on the fly with --masking=domain / whole_word;
 #   domain_vocab: the domain arm from a copy of the checkpoint whose [unusedN] tokens are the
 #     domain text's split words (scripts/build_domain_vocab.py: words met twice or more, each
 #     token started at the mean of its pieces), then pretrained and fine-tuned with that
-#     vocabulary.
+#     vocabulary: README's steps 0-3.
 #   The domain arms score words against the tools' default general list (for this English text:
 #   the model's vocabulary, --general_word_freq=vocab), unless GENERAL_WORD_FREQ names one
 #   (vocab, jieba or a word<TAB>count file) or GENERAL_CORPUS names general text for

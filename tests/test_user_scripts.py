@@ -128,6 +128,9 @@ def test_pretrain_domain_checks_its_inputs_before_any_work(tmp_path):
       (dict(PRETRAIN_STEPS="0"), "PRETRAIN_STEPS takes a positive integer, got '0'"),
       (dict(PRETRAIN_LR="-1e-4"), "PRETRAIN_LR takes a number > 0, got '-1e-4'"),
       (dict(MASKING="wwm"), "MASKING takes token, whole_word, ngram or domain, got 'wwm'"),
+      (dict(DOMAIN_VOCAB="yes"), "DOMAIN_VOCAB takes 0 or 1, got 'yes'"),
+      (dict(DOMAIN_VOCAB="1"), "DOMAIN_VOCAB=1 needs BERT_DIR (a checkpoint whose [unusedN] "
+       "slots take the words)"),
       (dict(BERT_DIR=str(tmp_path)),
        "BERT_DIR=%s: no bert_config.json (expected a Google release's layout: "
        "bert_config.json, vocab.txt, bert_model.ckpt.*)" % tmp_path),
