@@ -52,9 +52,16 @@ def native_stderr_silenced():
 
 
 def _import_tensorflow_quietly():
-  """Imports TensorFlow with its start-up lines silenced."""
-  with native_stderr_silenced():
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  """Imports TensorFlow with its start-up lines silenced. Ctrl-C while it loads (seconds, before
+  any script has its signal handlers) is the one line the scripts give, exit 130, not a
+  traceback through TensorFlow's modules."""
+  try:
+    with native_stderr_silenced():
+      import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  except KeyboardInterrupt:
+    sys.stderr.write("error: interrupted by SIGINT while TensorFlow was loading: nothing was "
+                     "written; rerun the same command\n")
+    sys.exit(130)
   # tf.compat.v1's "X is deprecated and will be removed" lines are about this project's
   # internals (graph mode is the design), not about anything the user runs.
   from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top
