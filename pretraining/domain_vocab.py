@@ -135,7 +135,8 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
   if not words:
     raise InputError("--input_file=%s: no word met %d+ times that WordPiece splits in pieces "
                      "(Chinese characters are single tokens already)" % (input_file, min_count))
-  words = words[:min(len(slots), max_words or len(slots))]
+  left_out = words[min(len(slots), max_words or len(slots)):]
+  words = words[:len(words) - len(left_out)]
   added = [(slot, word, pieces) for slot, (word, _, pieces) in zip(slots, words)]
 
   tokens = list(vocab)
@@ -160,4 +161,10 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
                                     all_model_checkpoint_paths=["bert_model.ckpt"])
   logging.info("Gave %d split words met %d+ times in %s their own tokens (%d free [unusedN] "
                "entries); wrote %s", len(added), min_count, input_file, len(slots), output_dir)
+  if left_out:
+    logging.warning(
+        "%d more split words met %d+ times did not fit: the first left out is \"%s\" (met %d "
+        "times), the last added \"%s\" (met %d times); words met equally often are taken in "
+        "alphabetical order. The added words: %s", len(left_out), min_count, left_out[0][0],
+        left_out[0][1], words[-1][0], words[-1][1], os.path.join(output_dir, "added_words.tsv"))
   return added

@@ -454,18 +454,22 @@ def _tiny_bert(folder, tokens):
       tf.train.Saver(weights).save(sess, str(folder / "bert_model.ckpt"), write_meta_graph=False)
 
 
-def test_domain_vocab_gives_split_words_the_unused_slots_started_from_their_pieces(tmp_path):
+def test_domain_vocab_gives_split_words_the_unused_slots_started_from_their_pieces(tmp_path,
+                                                                                  caplog):
   tokens = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused2]",
             "the", "game", "zor", "##bex", "kla", "##x", "##ix", "play", "##s"]
   _tiny_bert(tmp_path / "bert", tokens)
   text = tmp_path / "domain.txt"
   # zorbex 3 times, klaxix twice, plays twice (split too), klax once (under --min_count=2).
   text.write_text("the game zorbex plays\nZorbex , klaxix\n\nthe zorbex klaxix plays klax\n")
-  added = domain_vocab.build(str(tmp_path / "bert"), str(tmp_path / "dom*.txt"),  # a glob
-                             str(tmp_path / "out"))
+  with caplog.at_level("INFO"):
+    added = domain_vocab.build(str(tmp_path / "bert"), str(tmp_path / "dom*.txt"),  # a glob
+                               str(tmp_path / "out"))
   # Two free slots (the last [unusedN] stays) for three split words met twice or more: the most
-  # frequent first, ties by name.
+  # frequent first, ties by name; the log says where the cut fell.
   assert [(slot, word) for slot, word, _ in added] == [(1, "zorbex"), (2, "klaxix")]
+  assert ('1 more split words met 2+ times did not fit: the first left out is "plays" (met 2 '
+          'times), the last added "klaxix" (met 2 times)') in caplog.text
   out = tmp_path / "out"
   new_tokens = (out / "vocab.txt").read_text().splitlines()
   assert new_tokens == tokens[:1] + ["zorbex", "klaxix"] + tokens[3:]
