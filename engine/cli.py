@@ -327,6 +327,7 @@ def _report_internal_error(exc):
 
 
 def _fail(message, status):
+  _REPORTED.append(status)
   sys.stdout.flush()
   sys.stderr.write("error: %s\n" % message)
   sys.stderr.flush()
@@ -384,6 +385,8 @@ def _advice_after_exit(output_flag):
 
 # The signal whose Interrupted the handler raised, once it has run (a process has one watch).
 _HANDLED_SIGNAL = []
+# The exit status of the error line _fail wrote, once it has written it.
+_REPORTED = []
 
 
 def interrupt_behind(exc):
@@ -427,7 +430,7 @@ class _SignalWatch(object):
   def _handler(self, signum, frame):
     del frame
     if self.handled.is_set():  # A second signal: the user wants out now.
-      self._exit_now(signum, "second signal; exiting at once")
+      self.exit_now(signum, "second signal; exiting at once")
     _HANDLED_SIGNAL.append(signum)
     self.handled.set()
     raise Interrupted(signum)
@@ -439,14 +442,14 @@ class _SignalWatch(object):
       # Once the Python handler ran, the main thread is stopping; only a second signal counts.
       timeout = None if self.handled.is_set() else max(0.0, deadline - time.monotonic())
       if select.select([read_fd], [], [], timeout)[0]:
-        self._exit_now(os.read(read_fd, 1)[0], "second signal; exiting at once")
+        self.exit_now(os.read(read_fd, 1)[0], "second signal; exiting at once")
       if not self.handled.is_set():
-        self._exit_now(first, "the running TensorFlow operation did not stop within %g s; "
+        self.exit_now(first, "the running TensorFlow operation did not stop within %g s; "
                        "exited without saving (%s)" % (INTERRUPT_GRACE_S,
                                                        _advice_after_exit(self.output_flag)))
 
   @staticmethod
-  def _exit_now(signum, why):
+  def exit_now(signum, why):
     name = signal.Signals(signum).name
     try:
       os.write(2, ("error: interrupted by %s: %s\n" % (name, why)).encode("utf-8"))
@@ -470,6 +473,7 @@ def run_main(main_fn, argv=None, output_flag="output_dir"):
     watch = _SignalWatch(output_flag)
     watch.install()
     _quiet_thread_faults()
+    _end_on_a_swallowed_interrupt(output_flag, show_tracebacks)
     _log_once()
     try:
       return main_fn(args)
@@ -502,6 +506,30 @@ def _log_once():
   if python_logging.getLogger().handlers:  # absl's: the lines still reach stderr.
     for handler in list(tf_logger.handlers):
       tf_logger.removeHandler(handler)
+
+
+def _end_on_a_swallowed_interrupt(output_flag, show_tracebacks):
+  """An interrupt that C code swallowed ends the process with the one interrupt line.
+
+  The handler's Interrupted can rise inside C code that calls back into Python (TensorFlow's
+  nest.flatten importing a module). pybind11 there may turn it into "SystemError: <built-in
+  function __import__> returned a result with an exception set" and discard that as unraisable:
+  sys.unraisablehook printed its traceback, and the run sometimes went on as if no signal had
+  come. From the signal on, such an exception is the interrupt's: the process writes the
+  interrupt line and exits (128 + signal), as the watchdog does; what it writes is written
+  whole or not at all (core/atomic_files). Once _fail has written its line, they are dropped.
+  With TRACEBACK_ENV set they print as before.
+  """
+  default_hook = sys.unraisablehook
+
+  def hook(unraisable):
+    if not _HANDLED_SIGNAL or show_tracebacks:
+      default_hook(unraisable)
+    elif not _REPORTED:
+      _SignalWatch.exit_now(_HANDLED_SIGNAL[0], interrupt_message(
+          Interrupted(_HANDLED_SIGNAL[0]), output_flag).split(": ", 1)[1])
+
+  sys.unraisablehook = hook
 
 
 def _quiet_thread_faults():

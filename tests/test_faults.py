@@ -178,6 +178,35 @@ def test_the_interrupt_line_names_the_flag_the_script_writes(tmp_path, run_main_
                       "outputs were not written (%s); rerun the same command" % intact), lines[0]
 
 
+def test_an_interrupt_that_c_code_discards_still_ends_the_run_with_its_line(tmp_path):
+  """SIGINT's Interrupted rises inside C code (TensorFlow's nest.flatten importing a module),
+  which turns it into a SystemError and discards that as unraisable (pybind11): seen as a
+  traceback, and as a run that went on to exit 0. Here the same discard, made by hand."""
+  script = tmp_path / "main.py"
+  script.write_text(
+      "import os, signal\n"
+      "from engine import cli\n"
+      "class Discards(object):  # its __del__'s exception is discarded as unraisable\n"
+      "  def __del__(self):\n"
+      "    raise SystemError('<built-in function __import__> returned a result with an '\n"
+      "                      'exception set')\n"
+      "def main(_):\n"
+      "  try:\n"
+      "    os.kill(os.getpid(), signal.SIGINT)\n"
+      "    for _ in range(10 ** 6): pass  # the handler raises in here\n"
+      "  except KeyboardInterrupt:\n"
+      "    Discards()\n"
+      "  print('went on', flush=True)\n"
+      "cli.run_main(main)\n")
+  env = dict(os.environ, PYTHONPATH=fault_cases.REPO_ROOT)
+  env.pop(cli.TRACEBACK_ENV, None)
+  proc = _run_cli_script(str(script), env)
+  assert proc.returncode == 130 and proc.stdout == "", (proc.returncode, proc.stdout)
+  assert proc.stderr == ("error: interrupted by SIGINT: stopped before this stage finished; its "
+                         "outputs were not written (files already in --output_dir are intact); "
+                         "rerun the same command\n"), proc.stderr
+
+
 def test_the_interrupt_line_names_predict_output_when_given(tmp_path):
   """A --predict_file run writing to --predict_output elsewhere: the interrupt line says the
   file there is intact (it named only --output_dir's files)."""
