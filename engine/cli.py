@@ -340,10 +340,15 @@ def interrupt_message(exc, output_flag="output_dir"):
   output_flag: the flag naming what the script writes ("output_dir" or "output_file").
   """
   signum = getattr(exc, "signum", signal.SIGINT)
-  detail = getattr(exc, "detail", None) or (
+  return "interrupted by %s: %s" % (signal.Signals(signum).name,
+                                    interrupt_detail(exc, output_flag))
+
+
+def interrupt_detail(exc, output_flag="output_dir"):
+  """What an interrupt line says after `interrupted by SIGNAL: `."""
+  return getattr(exc, "detail", None) or (
       "stopped before this stage finished; its outputs were not written (%s); rerun the same "
       "command" % _what_stays(output_flag))
-  return "interrupted by %s: %s" % (signal.Signals(signum).name, detail)
 
 
 # Flags that may name a file a script writes besides its output flag's (common_flags registers
@@ -526,8 +531,8 @@ def _end_on_a_swallowed_interrupt(output_flag, show_tracebacks):
     if not _HANDLED_SIGNAL or show_tracebacks:
       default_hook(unraisable)
     elif not _REPORTED:
-      _SignalWatch.exit_now(_HANDLED_SIGNAL[0], interrupt_message(
-          Interrupted(_HANDLED_SIGNAL[0]), output_flag).split(": ", 1)[1])
+      _SignalWatch.exit_now(_HANDLED_SIGNAL[0], interrupt_detail(
+          Interrupted(_HANDLED_SIGNAL[0]), output_flag))
 
   sys.unraisablehook = hook
 

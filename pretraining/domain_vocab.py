@@ -135,8 +135,8 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
   if not words:
     raise InputError("--input_file=%s: no word met %d+ times that WordPiece splits in pieces "
                      "(Chinese characters are single tokens already)" % (input_file, min_count))
-  left_out = words[min(len(slots), max_words or len(slots)):]
-  words = words[:len(words) - len(left_out)]
+  keep = min(len(slots), max_words or len(slots))
+  words, left_out = words[:keep], words[keep:]
   added = [(slot, word, pieces) for slot, (word, _, pieces) in zip(slots, words)]
 
   tokens = list(vocab)
