@@ -13,7 +13,8 @@
   checkpoint), then one line says what was saved, and the exit status is 128 + the signal
   number: 130 for SIGINT, 143 for SIGTERM. A process stuck inside one TensorFlow call that does
   not reach a safe point within `INTERRUPT_GRACE_S` seconds, or that gets a second signal, exits
-  at once with the same status.
+  at once with the same status. An interrupt that C code swallowed is raised again
+  (`_SignalWatch`); a run that finishes meanwhile still ends as interrupted.
 - Anything else is a bug in this project: one `internal error` line naming the exception and a
   file holding the full traceback (exit status 1). Set BERT_MGPU_TRACEBACK=1 to see tracebacks
   on stderr instead.
@@ -41,6 +42,9 @@ EXIT_INPUT_ERROR = 2
 EXIT_INTERNAL_ERROR = 1
 # How long the main thread may take to reach a safe point after a signal (see the docstring).
 INTERRUPT_GRACE_S = 15.0
+# How long the handler's Interrupted may take to reach this project's code before the watch
+# takes it for swallowed by C code and raises it again.
+LOST_INTERRUPT_S = 5.0
 TRACEBACK_ENV = "BERT_MGPU_TRACEBACK"
 
 
@@ -390,6 +394,11 @@ def _advice_after_exit(output_flag):
 
 # The signal whose Interrupted the handler raised, once it has run (a process has one watch).
 _HANDLED_SIGNAL = []
+# Not empty once that interrupt reached this project's code (interrupt_behind saw it).
+_CAUGHT = []
+# Not empty while the watch's second delivery of a lost interrupt is pending or on its way.
+_REDELIVERED = []
+_INTERRUPT_LOCK = threading.Lock()
 # The exit status of the error line _fail wrote, once it has written it.
 _REPORTED = []
 
@@ -403,10 +412,50 @@ def interrupt_behind(exc):
   error, whatever came meanwhile.
   """
   if isinstance(exc, KeyboardInterrupt):
+    _mark_caught()
     return exc
   if _HANDLED_SIGNAL and not isinstance(exc, InputError):
+    _mark_caught()
     return Interrupted(_HANDLED_SIGNAL[0])
   return None
+
+
+def _mark_caught():
+  """The interrupt reached this project's code: the watch stops timing it (a training run may
+  now take its time to save), and a second delivery still pending is withdrawn."""
+  with _INTERRUPT_LOCK:
+    if not _CAUGHT:
+      _CAUGHT.append(True)
+      if _REDELIVERED:
+        _set_async_exc(None)
+
+
+class _Redelivered(Interrupted):
+  """The interrupt again, raised in the main thread by the watch after C code swallowed it."""
+
+  def __init__(self):
+    super(_Redelivered, self).__init__(_HANDLED_SIGNAL[0] if _HANDLED_SIGNAL else
+                                       signal.SIGINT)
+
+
+def _set_async_exc(exc_class):
+  """Raises `exc_class` in the main thread at its next Python instruction (None withdraws
+  one not raised yet): CPython's PyThreadState_SetAsyncExc."""
+  import ctypes  # pylint: disable=g-import-not-at-top
+  set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+  set_async_exc.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+  set_async_exc(threading.main_thread().ident, None if exc_class is None else id(exc_class))
+
+
+def _redeliver_if_lost():
+  """Raises the interrupt once more in the main thread unless it reached this project's code
+  meanwhile; True when it did so."""
+  with _INTERRUPT_LOCK:
+    if _CAUGHT:
+      return False
+    _REDELIVERED.append(True)
+    _set_async_exc(_Redelivered)
+    return True
 
 
 class _SignalWatch(object):
@@ -416,6 +465,12 @@ class _SignalWatch(object):
   writes the signal number into a wakeup pipe (signal.set_wakeup_fd), which a daemon thread
   reads: if the Python handler has not run INTERRUPT_GRACE_S seconds later (the main thread is
   stuck in one TensorFlow call), or a second signal comes, the process exits at once.
+
+  The handler's Interrupted can also be lost: raised inside C code that calls back into Python
+  and clears errors (a hasattr or an import inside TensorFlow), the run goes on as if no signal
+  had come. When it has not reached this project's code (interrupt_behind) LOST_INTERRUPT_S
+  after the handler ran, the watch raises it once more in the main thread; if that is lost too,
+  the process exits INTERRUPT_GRACE_S later. Once it has arrived, saving may take its time.
   """
 
   def __init__(self, output_flag="output_dir"):
@@ -442,16 +497,30 @@ class _SignalWatch(object):
 
   def _watch(self, read_fd):
     first = os.read(read_fd, 1)[0]
-    deadline = time.monotonic() + INTERRUPT_GRACE_S
-    while True:
-      # Once the Python handler ran, the main thread is stopping; only a second signal counts.
-      timeout = None if self.handled.is_set() else max(0.0, deadline - time.monotonic())
-      if select.select([read_fd], [], [], timeout)[0]:
+    if not self._wait(read_fd, self.handled.is_set, INTERRUPT_GRACE_S):
+      self.exit_now(first, "the running TensorFlow operation did not stop within %g s; "
+                    "exited without saving (%s)" % (INTERRUPT_GRACE_S,
+                                                    _advice_after_exit(self.output_flag)))
+    # The handler raised Interrupted; it reaches this project's code at once unless C code
+    # swallowed it (a failed hasattr or import inside TensorFlow): then it is raised again.
+    if (not self._wait(read_fd, lambda: _CAUGHT, LOST_INTERRUPT_S) and _redeliver_if_lost()
+        and not self._wait(read_fd, lambda: _CAUGHT, INTERRUPT_GRACE_S)):
+      self.exit_now(first, "the interrupt was lost inside TensorFlow and the run did not stop "
+                    "within %g s; exited without saving (%s)" % (
+                        LOST_INTERRUPT_S + INTERRUPT_GRACE_S,
+                        _advice_after_exit(self.output_flag)))
+    self.exit_now(os.read(read_fd, 1)[0], "second signal; exiting at once")  # The only one now.
+
+  def _wait(self, read_fd, done, seconds):
+    """True once done() holds, False after `seconds`; a second signal exits at once."""
+    deadline = time.monotonic() + seconds
+    while not done():
+      left = deadline - time.monotonic()
+      if left <= 0:
+        return False
+      if select.select([read_fd], [], [], min(left, 0.2))[0]:
         self.exit_now(os.read(read_fd, 1)[0], "second signal; exiting at once")
-      if not self.handled.is_set():
-        self.exit_now(first, "the running TensorFlow operation did not stop within %g s; "
-                       "exited without saving (%s)" % (INTERRUPT_GRACE_S,
-                                                       _advice_after_exit(self.output_flag)))
+    return True
 
   @staticmethod
   def exit_now(signum, why):
@@ -481,7 +550,9 @@ def run_main(main_fn, argv=None, output_flag="output_dir"):
     _end_on_a_swallowed_interrupt(output_flag, show_tracebacks)
     _log_once()
     try:
-      return main_fn(args)
+      result = main_fn(args)
+      _raise_if_lost_at_the_end()
+      return result
     except InputError as e:
       _fail(str(e), EXIT_INPUT_ERROR)
     except (KeyboardInterrupt, Exception) as e:  # pylint: disable=broad-except
@@ -497,6 +568,16 @@ def run_main(main_fn, argv=None, output_flag="output_dir"):
       _fail(_report_internal_error(e), EXIT_INTERNAL_ERROR)
 
   app.run(_guarded, argv=argv, flags_parser=_parse_flags)
+
+
+def _raise_if_lost_at_the_end():
+  """The run finished although a signal came: C code swallowed its interrupt, and the watch
+  had not raised it again yet. The run still ends as interrupted (128 + signal), so that a
+  chain of commands (`step1 && step2`) stops where the user pressed Ctrl-C."""
+  if _HANDLED_SIGNAL and not _CAUGHT:
+    raise Interrupted(_HANDLED_SIGNAL[0], "it came as the run was finishing and did not stop "
+                      "it; its outputs were written whole; exiting as interrupted so that "
+                      "the commands after this one do not run")
 
 
 def _log_once():
