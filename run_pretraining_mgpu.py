@@ -479,13 +479,18 @@ def score(setup, files, flag_name):
   return Scored(outputs, checkpoint, objective, tokenizer)
 
 
-def evaluate(setup, scored):
-  """Writes eval_results.txt: the objective's metrics of the scored examples."""
+def evaluate(setup, scored, eval_flag):
+  """Writes eval_results.txt: the objective's metrics of the scored examples (read from
+  --`eval_flag`)."""
   results = scored.objective.evaluation_metrics(scored.outputs)
   results["global_step"] = checkpoints.checkpoint_step(scored.checkpoint)
   run_helpers.write_results(os.path.join(setup.output_dir, "eval_results.txt"), results)
   if "warning" in results:
     logging.warning("eval_results.txt: %s", results["warning"])
+  if FLAGS.do_train and eval_flag == "input_file":
+    logging.warning("eval_results.txt scores the records this run trained on (--input_file): "
+                    "not a held-out figure; --eval_input_file=records of text kept out of "
+                    "training gives one")
 
 
 def predict(setup, scored):
@@ -510,7 +515,7 @@ def main(_):
   if FLAGS.do_eval or FLAGS.do_predict:
     scored = score(setup, eval_files, eval_flag)
     if FLAGS.do_eval:
-      evaluate(setup, scored)
+      evaluate(setup, scored, eval_flag)
     if FLAGS.do_predict:
       predict(setup, scored)
 

@@ -230,6 +230,8 @@ def test_train_resume_eval_predict_then_continue_on_dynamic_records(data, tmp_pa
   assert "Resuming from %s" % os.path.join(output_dir, "model.ckpt-4") in second.stderr
   assert "steps 4 -> 8" in second.stderr
   assert "step 5/8" in second.stderr and "step 4/8" not in second.stderr
+  not_held_out = "eval_results.txt scores the records this run trained on (--input_file)"
+  assert not_held_out in second.stderr
   assert tf.train.latest_checkpoint(output_dir).endswith("model.ckpt-8")
   _check_eval_results(output_dir, global_step=8, has_nsp=True)
   _check_predictions(os.path.join(output_dir, "predict.txt"), _count_records(data["static"]))
@@ -240,8 +242,10 @@ def test_train_resume_eval_predict_then_continue_on_dynamic_records(data, tmp_pa
   continued_dir = str(tmp_path / "continued")
   third = _run_script(["--input_file=" + data["dynamic_mlm"], "--output_dir=" + continued_dir,
                        "--init_checkpoint=" + os.path.join(output_dir, "model.ckpt-4"),
+                       "--eval_input_file=" + data["dynamic_mlm"],
                        "--do_train", "--do_eval", "--num_train_steps=3"], data)
   assert third.returncode == 0, third.stderr[-3000:]
+  assert not_held_out not in third.stderr  # --eval_input_file names the records to score.
   # No --masking: the run says which masking it applies (records do not carry theirs).
   warning = "Dynamic records are masked here, with --masking=token (the default)"
   assert warning in third.stderr and warning not in second.stderr
