@@ -8,9 +8,15 @@
 #
 #   bash scripts/continued_pretraining_table.sh [work_dir]   # default output/continued_pretraining/<task>
 #
-# TASK (default mrpc): mrpc (GLUE MRPC: sentence pairs; accuracy, F1 of class 1) or cola (GLUE
-# CoLA: single sentences; Matthews correlation, accuracy). DATA_DIR: default
-# ../shared/data/glue/MRPC or .../CoLA.
+# TASK (default mrpc): mrpc (GLUE MRPC: sentence pairs; accuracy, F1 of class 1), cola (GLUE
+# CoLA: single sentences; Matthews correlation, accuracy) or chnsenticorp (Chinese review
+# sentiment, `text<TAB>label` rows; accuracy; its text is cut into words by jieba for the
+# whole-word and domain masks). DATA_DIR: default ../shared/data/glue/MRPC, .../CoLA or
+# ../shared/data/classify/chnsenticorp.
+# BERT_DIR: the checkpoint to start from, a folder laid out like a Google release (vocab.txt,
+# bert_config.json, bert_model.ckpt). Default: MiniLM, converted into the work folder. The
+# Chinese task needs a Chinese one (Google's chinese_L-12_H-768_A-12 where you have it; with no
+# download: the small Chinese BERT of scripts/objective_comparison.sh, <its work>/pretrain_macbert/export).
 # Arms (ARMS, default "mlm macbert electra"), all from the checkpoint, whole-word dynamic masking,
 # run_pretraining_mgpu.py's defaults otherwise (PRETRAIN_FLAGS="--head_first_steps=N" trains the
 # new heads alone on the frozen checkpoint first):
@@ -25,6 +31,8 @@
 #
 # Knobs, checked before any work:
 #   SEEDS ("1 2 3"): fine-tuning seeds.  PASSES ("3 10"): budgets, in passes over the text.
+#   PRETRAIN_SEED (1): run_pretraining_mgpu.py's --random_seed (the masks drawn); another seed's
+#   runs get folders of their own, so a second run of the script adds that seed's rows.
 #   MAX_SEQ_LENGTH (64), FINETUNE_EPOCHS (3), FINETUNE_LR (5e-5), PRETRAIN_LR (1e-4),
 #   PRETRAIN_FLAGS (""): more run_pretraining_mgpu.py flags for every arm; they name the runs'
 #   folder, so runs under other flags are kept apart. Every stage is skipped when its output
@@ -39,8 +47,10 @@ TASK="${TASK:-mrpc}"
 case "$TASK" in
   mrpc) DATA_DIR="${DATA_DIR:-../shared/data/glue/MRPC}" ;;
   cola) DATA_DIR="${DATA_DIR:-../shared/data/glue/CoLA}" ;;
-  *) fail "TASK takes mrpc or cola, got '$TASK'" ;;
+  chnsenticorp) DATA_DIR="${DATA_DIR:-../shared/data/classify/chnsenticorp}" ;;
+  *) fail "TASK takes mrpc, cola or chnsenticorp, got '$TASK'" ;;
 esac
+BERT_DIR="${BERT_DIR:-}"
 WORK="${1:-output/continued_pretraining/$TASK}"
 ARMS="${ARMS:-mlm macbert electra}"
 GENERAL_WORD_FREQ="${GENERAL_WORD_FREQ:-}"
@@ -51,6 +61,7 @@ FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-3}"
 FINETUNE_LR="${FINETUNE_LR:-5e-5}"
 PRETRAIN_LR="${PRETRAIN_LR:-1e-4}"
 PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
+PRETRAIN_SEED="${PRETRAIN_SEED:-1}"
 BATCH=16  # per tower, 2 towers, in both stages
 logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
   local log=$1 status=0; shift
@@ -62,6 +73,16 @@ logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failu
   fail "${*:1:2} failed (exit $status)${why:+: $why}; the whole log: $log"
 }
 for seed in $SEEDS; do is_int "$seed" || fail "SEEDS takes positive integers, got '$seed'"; done
+is_int "$PRETRAIN_SEED" || fail "PRETRAIN_SEED takes a positive integer, got '$PRETRAIN_SEED'"
+if [ -n "$BERT_DIR" ]; then
+  for file in vocab.txt bert_config.json bert_model.ckpt.index; do
+    [ -f "$BERT_DIR/$file" ] || fail "BERT_DIR=$BERT_DIR: no $file there (expected a folder laid out like a Google release)"
+  done
+elif [ "$TASK" = chnsenticorp ]; then
+  fail "TASK=chnsenticorp needs BERT_DIR=a Chinese BERT folder (MiniLM's vocabulary is English)"
+fi
+[ "$TASK" = chnsenticorp ] && [[ " $ARMS " == *" domain_vocab "* ]] &&
+  fail "ARMS: domain_vocab is for English text (scripts/build_domain_vocab.py); drop it for TASK=chnsenticorp"
 for passes in $PASSES; do is_int "$passes" || fail "PASSES takes positive integers, got '$passes'"; done
 [ -n "$SEEDS" ] && [ -n "$PASSES" ] || fail "SEEDS and PASSES must not be empty"
 for arm in $ARMS; do
@@ -80,12 +101,15 @@ for value in "$FINETUNE_EPOCHS" "$FINETUNE_LR" "$PRETRAIN_LR"; do
 done
 [[ "${TABLE_ONLY:-0}" =~ ^[01]$ ]] || fail "TABLE_ONLY takes 0 or 1, got '$TABLE_ONLY'"
 for split in train dev; do
-  [ -f "$DATA_DIR/$split.tsv" ] || fail "DATA_DIR=$DATA_DIR: no $split.tsv there (GLUE $TASK)"
+  [ -f "$DATA_DIR/$split.tsv" ] || fail "DATA_DIR=$DATA_DIR: no $split.tsv there ($TASK)"
 done
 export CUDA_VISIBLE_DEVICES=
 RECIPE="finetune_seq${MAX_SEQ_LENGTH}_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 VARIANT="lr${PRETRAIN_LR}$(echo "$PRETRAIN_FLAGS" | tr -d ' -' | tr '=' '_')"
-BERT="$WORK/minilm_tf"
+[ "$PRETRAIN_SEED" = 1 ] || VARIANT="${VARIANT}_pseed$PRETRAIN_SEED"
+BERT="${BERT_DIR:-$WORK/minilm_tf}"
+TASK_NAME=$TASK SEGMENTER=()
+[ "$TASK" = chnsenticorp ] && TASK_NAME=tsv SEGMENTER=(--chinese_word_segmenter=jieba)
 bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm starts from
   if [ "$1" = domain_vocab ]; then echo "$WORK/domain_vocab_bert"; else echo "$BERT"; fi
 }
@@ -95,10 +119,11 @@ records_of() {  # records_of ARM: its records (the text in its own vocabulary)
 case "$TASK" in
   mrpc) METRICS="eval_accuracy f1_1"; HEADER="accuracy (F1 of class 1)" ;;
   cola) METRICS="mcc eval_accuracy"; HEADER="Matthews corr. (accuracy)" ;;
+  chnsenticorp) METRICS="eval_accuracy eval_loss"; HEADER="accuracy (loss)" ;;
 esac
 
 table() {  # every finished fine-tuning run of the recipe, by arm and budget
-  echo "== GLUE $TASK dev after continued pretraining ($RECIPE, 2 x $BATCH; pretraining $VARIANT, 2 x $BATCH, seq $MAX_SEQ_LENGTH; text: $(cat "$WORK/text_stats.txt" 2> /dev/null))"
+  echo "== $TASK dev after continued pretraining ($RECIPE, 2 x $BATCH; pretraining $VARIANT, 2 x $BATCH, seq $MAX_SEQ_LENGTH; text: $(cat "$WORK/text_stats.txt" 2> /dev/null))"
   printf '| %-8s | %-14s | %-42s | %-8s | %-8s | %-7s | %-22s |\n' arm "steps (passes)" "$HEADER per seed" "mean" "mean 2nd" spread "encoder drift (token/text cos.)"
   printf '| --- | --- | --- | --- | --- | --- | --- |\n'
   for name in plain $(for passes in $PASSES; do for arm in $ARMS; do echo "$arm/passes$passes"; done; done); do
@@ -140,27 +165,32 @@ if [ ! -f "$BERT/bert_model.ckpt.index" ]; then
 fi
 
 # 2. The task's training text (labels dropped; dev and test text are not used), one sentence a
-# line: MRPC, a blank line after each pair (two sentences on one story); CoLA, one document.
+# line: MRPC, a blank line after each pair (two sentences on one story); CoLA, one document;
+# ChnSentiCorp, a review a document.
 if [ ! -f "$WORK/text.txt" ]; then
   if [ "$TASK" = mrpc ]; then
     tail -n +2 "$DATA_DIR/train.tsv" | tr -d '\r' | cut -f4,5 |
       awk -F'\t' 'NF == 2 && !seen[$0]++ { print $1; print $2; print "" }' > "$WORK/text.txt.tmp"
-  else
+  elif [ "$TASK" = cola ]; then
     tr -d '\r' < "$DATA_DIR/train.tsv" | cut -f4 | awk 'NF && !seen[$0]++' > "$WORK/text.txt.tmp"
+  else
+    tr -d '\r' < "$DATA_DIR/train.tsv" | cut -f1 | awk 'NF && !seen[$0]++ { print; print "" }' > "$WORK/text.txt.tmp"
   fi
   mv "$WORK/text.txt.tmp" "$WORK/text.txt"
   # The dev texts the drift is measured on. (sed reads to the end: `head` would close the pipe
   # early, and under pipefail cut's SIGPIPE would end this script without a word.)
   if [ "$TASK" = mrpc ]; then
     tail -n +2 "$DATA_DIR/dev.tsv" | cut -f4 | sed -n '1,256p' > "$WORK/dev_text.txt"
-  else
+  elif [ "$TASK" = cola ]; then
     cut -f4 "$DATA_DIR/dev.tsv" | sed -n '1,256p' > "$WORK/dev_text.txt"
+  else
+    cut -f1 "$DATA_DIR/dev.tsv" | sed -n '1,256p' > "$WORK/dev_text.txt"
   fi
 fi
 if [ ! -f "$WORK/similar_words.tsv" ] && [[ " $ARMS " == *" macbert "* ]]; then
   logged "$WORK/similar_words.log" python build_similar_words.py --input_file="$WORK/text.txt" \
     --output_file="$WORK/similar_words.tsv" --vocab_file="$BERT/vocab.txt" \
-    --init_checkpoint="$BERT/bert_model.ckpt"
+    --init_checkpoint="$BERT/bert_model.ckpt" "${SEGMENTER[@]}"
 fi
 if [[ " $ARMS " == *" domain_vocab "* ]] && [ ! -f "$(bert_of domain_vocab)/bert_model.ckpt.index" ]; then
   logged "$(bert_of domain_vocab).log" python scripts/build_domain_vocab.py --bert_dir="$BERT" \
@@ -172,7 +202,7 @@ for arm in mlm $ARMS; do  # mlm: the checkpoint's own vocabulary, whose counts n
   mkdir -p "$records"
   logged "$records.log" python create_pretraining_data.py --input_file="$WORK/text.txt" \
     --output_file="$records/text.tfrecord" --vocab_file="$(bert_of "$arm")/vocab.txt" \
-    --max_seq_length="$MAX_SEQ_LENGTH" --dynamic_masking --no_nsp --dupe_factor=1
+    --max_seq_length="$MAX_SEQ_LENGTH" --dynamic_masking --no_nsp --dupe_factor=1 "${SEGMENTER[@]}"
   grep -m 1 -o "[0-9]* instances, [0-9]* tokens" "$records.log" > "$records.stats"
 done
 [ -f "$WORK/text_stats.txt" ] || cp "$WORK/records.stats" "$WORK/text_stats.txt"
@@ -192,7 +222,7 @@ pretrain() {  # pretrain ARM STEPS OUTPUT_DIR
     --max_predictions_per_seq=$((MAX_SEQ_LENGTH * 15 / 100 + 1)) --do_train --do_eval \
     --max_eval_steps=10 --eval_batch_size=32 --train_batch_size="$BATCH" --n_gpus=2 \
     --learning_rate="$PRETRAIN_LR" --num_train_steps="$steps" --save_checkpoints_steps=100000 \
-    --log_every_n_steps=50 --random_seed=1 $PRETRAIN_FLAGS
+    --log_every_n_steps=50 --random_seed="$PRETRAIN_SEED" $PRETRAIN_FLAGS
 }
 
 # 4. Fine-tuning: the same recipe from every start.
@@ -201,7 +231,7 @@ finetune() {  # finetune RUN INIT_CHECKPOINT SEED
   [ -f "$run/eval_results.txt" ] && return
   echo "== fine-tune $run; load: $(uptime | sed 's/.*load average: //')"
   mkdir -p "$run"
-  logged "$run.log" python run_classifier_mgpu.py --task_name="$TASK" --data_dir="$DATA_DIR" \
+  logged "$run.log" python run_classifier_mgpu.py --task_name="$TASK_NAME" --data_dir="$DATA_DIR" \
     --vocab_file="$(dirname "$init")/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
     --init_checkpoint="$init" --output_dir="$run" --do_train --do_eval \
     --max_seq_length="$MAX_SEQ_LENGTH" --train_batch_size="$BATCH" \

@@ -87,14 +87,21 @@ def test_rare_term_table_checks_its_seed_and_domain_knobs():
 
 
 def test_continued_pretraining_table_checks_its_arms_before_any_work(tmp_path):
-  """The domain arm's general list, and an unknown arm, refused before anything is written."""
+  """The domain arm's general list, an unknown arm, the Chinese task without a Chinese
+  checkpoint and a checkpoint folder without one, refused before anything is written."""
   for env, expected in (
       (dict(ARMS="mlm domain", GENERAL_WORD_FREQ="/nonexistent.tsv"),
        "error: continued_pretraining_table.sh: GENERAL_WORD_FREQ=/nonexistent.tsv: expected "
        "vocab, jieba or a word<TAB>count file"),
       (dict(ARMS="mlm whole_word"),
        "error: continued_pretraining_table.sh: ARMS takes mlm, macbert, electra, domain, "
-       "domain_vocab, got 'whole_word'")):
+       "domain_vocab, got 'whole_word'"),
+      (dict(TASK="chnsenticorp"),
+       "error: continued_pretraining_table.sh: TASK=chnsenticorp needs BERT_DIR=a Chinese BERT "
+       "folder (MiniLM's vocabulary is English)"),
+      (dict(BERT_DIR=str(tmp_path)),
+       "error: continued_pretraining_table.sh: BERT_DIR=%s: no vocab.txt there (expected a "
+       "folder laid out like a Google release)" % tmp_path)):
     proc = subprocess.run(
         ["bash", os.path.join(REPO_ROOT, "scripts", "continued_pretraining_table.sh"),
          str(tmp_path / "work")], capture_output=True, text=True, timeout=60,
