@@ -451,7 +451,7 @@ def _redeliver_if_lost():
   """Raises the interrupt once more in the main thread unless it reached this project's code
   meanwhile; True when it did so."""
   with _INTERRUPT_LOCK:
-    if _CAUGHT:
+    if _CAUGHT or _REPORTED:  # It arrived, or the run is ending on another error's line.
       return False
     _REDELIVERED.append(True)
     _set_async_exc(_Redelivered)
