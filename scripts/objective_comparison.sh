@@ -96,7 +96,7 @@ for name in $OBJECTIVES; do
   echo "== $name: $sec_per_step s/step -> $steps steps for ${BUDGET_S} s; load: $(uptime | sed 's/.*load/load/')"
   locked bash -c "$(declare -f pretrain); WORK=$WORK VOCAB=$VOCAB CONFIG=$CONFIG PRETRAIN_LR=$PRETRAIN_LR \
     pretrain $name $steps $out" 2> "$WORK/pretrain_$name.log"
-  echo "$name: $sec_per_step s/step calibrated, $steps steps; training $(log_seconds "$WORK/pretrain_$name.log" 'Training [0-9]+ towers' 'step [0-9]+/') s, whole run $(log_seconds "$WORK/pretrain_$name.log" '' '') s; load after: $(uptime | sed 's/.*load average: //')" | tee -a "$WORK/pretrain_summary.txt"
+  echo "$name: $sec_per_step s/step calibrated, $steps steps; training $(log_seconds "$WORK/pretrain_$name.log" 'Training: global batch' 'step [0-9]+/') s, whole run $(log_seconds "$WORK/pretrain_$name.log" '' '') s; load after: $(uptime | sed 's/.*load average: //')" | tee -a "$WORK/pretrain_summary.txt"
 done
 
 finetune() {  # finetune LR NAME [INIT_CHECKPOINT]: the same recipe for every starting point
