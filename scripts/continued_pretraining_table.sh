@@ -44,10 +44,17 @@ source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
 TASK="${TASK:-mrpc}"
+# Per task: its data, the classifier's --task_name, the metrics the table shows, and the words
+# its masks take (jieba's for Chinese text).
+TASK_NAME=$TASK SEGMENTER=()
 case "$TASK" in
-  mrpc) DATA_DIR="${DATA_DIR:-../shared/data/glue/MRPC}" ;;
-  cola) DATA_DIR="${DATA_DIR:-../shared/data/glue/CoLA}" ;;
-  chnsenticorp) DATA_DIR="${DATA_DIR:-../shared/data/classify/chnsenticorp}" ;;
+  mrpc) DATA_DIR="${DATA_DIR:-../shared/data/glue/MRPC}"
+    METRICS="eval_accuracy f1_1" HEADER="accuracy (F1 of class 1)" ;;
+  cola) DATA_DIR="${DATA_DIR:-../shared/data/glue/CoLA}"
+    METRICS="mcc eval_accuracy" HEADER="Matthews corr. (accuracy)" ;;
+  chnsenticorp) DATA_DIR="${DATA_DIR:-../shared/data/classify/chnsenticorp}"
+    METRICS="eval_accuracy eval_loss" HEADER="accuracy (loss)"
+    TASK_NAME=tsv SEGMENTER=(--chinese_word_segmenter=jieba) ;;
   *) fail "TASK takes mrpc, cola or chnsenticorp, got '$TASK'" ;;
 esac
 BERT_DIR="${BERT_DIR:-}"
@@ -108,20 +115,12 @@ RECIPE="finetune_seq${MAX_SEQ_LENGTH}_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 VARIANT="lr${PRETRAIN_LR}$(echo "$PRETRAIN_FLAGS" | tr -d ' -' | tr '=' '_')"
 [ "$PRETRAIN_SEED" = 1 ] || VARIANT="${VARIANT}_pseed$PRETRAIN_SEED"
 BERT="${BERT_DIR:-$WORK/minilm_tf}"
-TASK_NAME=$TASK SEGMENTER=()
-[ "$TASK" = chnsenticorp ] && TASK_NAME=tsv SEGMENTER=(--chinese_word_segmenter=jieba)
 bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm starts from
   if [ "$1" = domain_vocab ]; then echo "$WORK/domain_vocab_bert"; else echo "$BERT"; fi
 }
 records_of() {  # records_of ARM: its records (the text in its own vocabulary)
   if [ "$1" = domain_vocab ]; then echo "$WORK/records_domain_vocab"; else echo "$WORK/records"; fi
 }
-case "$TASK" in
-  mrpc) METRICS="eval_accuracy f1_1"; HEADER="accuracy (F1 of class 1)" ;;
-  cola) METRICS="mcc eval_accuracy"; HEADER="Matthews corr. (accuracy)" ;;
-  chnsenticorp) METRICS="eval_accuracy eval_loss"; HEADER="accuracy (loss)" ;;
-esac
-
 table() {  # every finished fine-tuning run of the recipe, by arm and budget
   echo "== $TASK dev after continued pretraining ($RECIPE, 2 x $BATCH; pretraining $VARIANT, 2 x $BATCH, seq $MAX_SEQ_LENGTH; text: $(cat "$WORK/text_stats.txt" 2> /dev/null))"
   printf '| %-8s | %-14s | %-42s | %-8s | %-8s | %-7s | %-22s |\n' arm "steps (passes)" "$HEADER per seed" "mean" "mean 2nd" spread "encoder drift (token/text cos.)"
