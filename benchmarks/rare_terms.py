@@ -24,7 +24,15 @@ that measures exactly that, with English text for an English checkpoint (all-Min
   python benchmarks/rare_terms.py score --task_dir=task --predictions=run/predict.txt
 
 --topic_set=alternate builds the same kind of task from four other topics, with other terms (a
-second task to check that a recipe was not tuned to the first). scripts/rare_term_table.sh runs
+second task to check that a recipe was not tuned to the first). --topic_set=zh_reviews builds it
+in Chinese, for a Chinese checkpoint (Google's Chinese vocabulary), from real sentences: the
+reviews of hotels, laptops, books (ChnSentiCorp) and skincare (an e-commerce corpus) that the
+user names with --sentence_files; a sentence that names exactly one of a topic's nouns becomes
+one of its templates, and the invented terms are brand-like names of three characters that
+neither those sentences nor jieba's dictionary contain:
+
+  python benchmarks/rare_terms.py build --output_dir=task --vocab_file=vocab.txt \
+    --topic_set=zh_reviews --sentence_files=reviews.txt,ecommerce_zh.txt scripts/rare_term_table.sh runs
 the documented path (convert, create_pretraining_data.py, run_pretraining_mgpu.py,
 run_classifier_mgpu.py) on it for several objectives, budgets and seeds.
 """
@@ -33,6 +41,7 @@ import argparse
 import json
 import os
 import random
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -212,8 +221,26 @@ TOPICS = {
             "after the {x} the air felt cold and damp .",
         ]),
 }
+# Chinese topics: nouns only. Their templates are real sentences (templates_from_sentences).
+TOPICS_ZH = {
+    "hotel": ["酒店", "房间", "前台", "早餐", "服务员", "宾馆", "卫生间", "大堂", "客房", "餐厅",
+              "电梯", "浴室", "床单", "门童", "停车场", "总台", "自助餐", "游泳池", "床垫",
+              "行李员"],
+    "laptop": ["笔记本", "屏幕", "键盘", "电池", "硬盘", "内存", "显卡", "鼠标", "驱动", "光驱",
+               "风扇", "接口", "摄像头", "触摸板", "散热器", "音箱", "主板", "显示器", "处理器",
+               "充电器"],
+    "book": ["作者", "小说", "故事", "文字", "读者", "书籍", "封面", "情节", "人物", "结局",
+             "出版社", "书店", "插图", "杂志", "教材", "章节", "传记", "译者", "散文", "诗集"],
+    "skincare": ["喷雾", "面膜", "精华", "乳液", "粉底", "面霜", "爽肤水", "唇膏", "眼霜",
+                 "洗面奶", "化妆水", "香水", "防晒霜", "口红", "卸妆水", "护手霜", "精油",
+                 "身体乳", "隔离霜", "沐浴露"],
+}
 TOPIC_SETS = {"default": ["sports", "food", "medicine", "music"],
-              "alternate": ["vehicles", "plants", "computing", "weather"]}
+              "alternate": ["vehicles", "plants", "computing", "weather"],
+              "zh_reviews": ["hotel", "laptop", "book", "skincare"]}
+ZH_TEMPLATES_PER_TOPIC = 40  # real sentences kept per topic (English topics have 15 templates)
+ZH_MIN_TEMPLATES = 15  # fewer real sentences for a topic: the task is not built
+ZH_SENTENCE_CHARS = (8, 40)  # length range of a usable sentence, in characters
 TRAIN_NOUNS = 12  # per topic; the other 8 are the control rows' held-out nouns
 
 # Frames that say nothing of the topic. The first ones are used in training rows, the rest only
@@ -235,6 +262,26 @@ NEUTRAL_FRAMES = [
     "what do you know about {x} ?",
 ]
 TRAIN_FRAMES = 7
+NEUTRAL_FRAMES_ZH = [
+    "你听说过{x}吗？",
+    "我朋友昨天跟我提起了{x}。",
+    "报纸上有一篇关于{x}的长文章。",
+    "我想多了解一下{x}。",
+    "他问我对{x}有什么看法。",
+    "最近大家都在谈论{x}。",
+    "她写了一篇关于{x}的短文。",
+    "你能跟我讲讲{x}吗？",
+    "这周的节目讲的全是{x}。",
+    "我昨晚在网上搜了一下{x}。",
+    "我叔叔对{x}很有意见。",
+    "我们为{x}争论了一个小时。",
+    "广播里又说到了{x}。",
+    "关于{x}你知道些什么？",
+]
+# Characters of transliterated names (brands, places): the invented Chinese terms are three of
+# them, so that no character says the topic.
+_NAME_CHARS_ZH = ("阿艾安奥巴贝波布达德迪蒂多菲芙格哈赫吉卡凯柯克库拉莱兰朗勒雷里莉琳露伦罗洛"
+                  "玛曼梅蒙米娜纳妮诺帕佩琪瑞萨塞莎斯索塔泰特提图瓦维沃西希夏雅伊尤泽扎珂")
 
 _ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr",
            "gl", "kr", "pl", "st", "tr", "vr", "zh", "sk"]
@@ -259,21 +306,96 @@ def invented_terms(n, vocab, rng):
   return sorted(terms)
 
 
+def invented_names_zh(n, vocab, rng, known_text, known_words):
+  """n distinct names of three _NAME_CHARS_ZH characters (each in `vocab`), none of them in
+  `known_text` (the real sentences, one string) or in `known_words` (a dictionary's words)."""
+  chars = [c for c in _NAME_CHARS_ZH if c in vocab]
+  names = set()
+  while len(names) < n:
+    name = "".join(rng.sample(chars, 3))
+    if name not in known_text and name not in known_words:
+      names.add(name)
+  return sorted(names)
+
+
+def jieba_words():
+  """The words of jieba's dictionary, as a set (empty when jieba is not installed)."""
+  try:
+    import jieba  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return set()
+  with open(os.path.join(os.path.dirname(jieba.__file__), "dict.txt"), encoding="utf-8") as f:
+    return set(line.split(" ", 1)[0] for line in f)
+
+
+def read_sentences(paths):
+  """The sentences of plain-text files (a line is split after 。！？!?；;), stripped, of
+  ZH_SENTENCE_CHARS characters and without braces; sorted, each once."""
+  sentences = set()
+  low, high = ZH_SENTENCE_CHARS
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        for sentence in re.findall(r"[^。！？!?；;]+[。！？!?；;]?", line.strip()):
+          sentence = sentence.strip()
+          if low <= len(sentence) <= high and "{" not in sentence and "}" not in sentence:
+            sentences.add(sentence)
+  return sorted(sentences)
+
+
+def templates_from_sentences(sentences, topics, rng, per_topic=ZH_TEMPLATES_PER_TOPIC):
+  """Each topic's templates: sentences that name exactly one noun of TOPICS_ZH, once, that noun
+  one of the topic's, replaced by {x}; up to `per_topic` of them, drawn by `rng`.
+
+  Raises:
+    ValueError: a topic has fewer than ZH_MIN_TEMPLATES such sentences.
+  """
+  nouns = [(topic, noun) for topic in topics for noun in TOPICS_ZH[topic]]
+  found = {topic: [] for topic in topics}
+  for sentence in sentences:
+    hits = [(topic, noun) for topic, noun in nouns if noun in sentence]
+    if len(hits) == 1 and sentence.count(hits[0][1]) == 1:
+      found[hits[0][0]].append(sentence.replace(hits[0][1], "{x}"))
+  for topic in topics:
+    if len(found[topic]) < ZH_MIN_TEMPLATES:
+      raise ValueError("--sentence_files: %d sentences name a %s noun (%s), %d are needed" % (
+          len(found[topic]), topic, "/".join(TOPICS_ZH[topic][:3]), ZH_MIN_TEMPLATES))
+  return {topic: rng.sample(found[topic], min(per_topic, len(found[topic]))) for topic in topics}
+
+
+def topic_specs(topic_set, vocab, rng, n_terms, sentence_files):
+  """(specs, frames, terms) of a topic set: specs[topic] = dict(nouns, templates), the neutral
+  frames, and n_terms invented terms the checkpoint's vocabulary does not hold as words."""
+  topics = TOPIC_SETS[topic_set]
+  if not topic_set.startswith("zh"):
+    return ({t: TOPICS[t] for t in topics}, NEUTRAL_FRAMES, invented_terms(n_terms, vocab, rng))
+  if not sentence_files:
+    raise ValueError("--topic_set=%s needs --sentence_files (real sentences in Chinese)" %
+                     topic_set)
+  sentences = read_sentences(sentence_files)
+  templates = templates_from_sentences(sentences, topics, rng)
+  specs = {t: dict(nouns=TOPICS_ZH[t], templates=templates[t]) for t in topics}
+  terms = invented_names_zh(n_terms, vocab, rng, "\n".join(sentences), jieba_words())
+  return specs, NEUTRAL_FRAMES_ZH, terms
+
+
 def build(output_dir, vocab_file, seed=1, topic_set="default", terms_per_topic=8,
-          term_sentences=30, noun_sentences=6, train_rows_per_noun=8, doc_sentences=5):
+          term_sentences=30, noun_sentences=6, train_rows_per_noun=8, doc_sentences=5,
+          sentence_files=()):
   """Writes domain.txt, train.tsv, dev.tsv, test.tsv, test_groups.txt and task.json.
 
   Args:
     output_dir: where the task goes (created).
     vocab_file: the checkpoint's WordPiece vocabulary (terms must be none of its words).
     seed: draws the terms, the sentences and their order.
-    topic_set: "default" or "alternate" (TOPIC_SETS).
+    topic_set: "default", "alternate" or "zh_reviews" (TOPIC_SETS).
     terms_per_topic: invented terms per topic.
     term_sentences: sentences of domain.txt that name each term.
     noun_sentences: sentences of domain.txt that name each ordinary noun.
     train_rows_per_noun: labeled training rows per training noun (topic templates and neutral
       frames, half each).
     doc_sentences: sentences per document of domain.txt.
+    sentence_files: plain-text files of real sentences, for a Chinese topic set's templates.
 
   Returns:
     dict: the task's description (also written to task.json).
@@ -281,7 +403,8 @@ def build(output_dir, vocab_file, seed=1, topic_set="default", terms_per_topic=8
   rng = random.Random(seed)
   vocab = read_vocab(vocab_file)
   topics = TOPIC_SETS[topic_set]
-  terms = invented_terms(terms_per_topic * len(topics), vocab, rng)
+  specs, neutral_frames, terms = topic_specs(topic_set, vocab, rng,
+                                             terms_per_topic * len(topics), sentence_files)
   rng.shuffle(terms)
   term_topic = {t: topics[i // terms_per_topic] for i, t in enumerate(terms)}
   os.makedirs(output_dir, exist_ok=True)
@@ -289,7 +412,7 @@ def build(output_dir, vocab_file, seed=1, topic_set="default", terms_per_topic=8
   # domain.txt: per topic, sentences naming its terms and its ordinary nouns, in documents.
   documents = []
   for topic in topics:
-    spec = TOPICS[topic]
+    spec = specs[topic]
     sentences = []
     for term in [t for t in terms if term_topic[t] == topic]:
       sentences += [rng.choice(spec["templates"]).format(x=term) for _ in range(term_sentences)]
@@ -303,11 +426,11 @@ def build(output_dir, vocab_file, seed=1, topic_set="default", terms_per_topic=8
   # Labeled rows: ordinary training nouns in topic templates and in the training frames.
   train, dev = [], []
   for topic in topics:
-    spec = TOPICS[topic]
+    spec = specs[topic]
     for noun in spec["nouns"][:TRAIN_NOUNS]:
       for i in range(train_rows_per_noun + 2):
         if i % 2:
-          text = rng.choice(NEUTRAL_FRAMES[:TRAIN_FRAMES]).format(x=noun)
+          text = rng.choice(neutral_frames[:TRAIN_FRAMES]).format(x=noun)
         else:
           text = rng.choice(spec["templates"]).format(x=noun)
         (dev if i >= train_rows_per_noun else train).append((text, topic))
@@ -318,11 +441,11 @@ def build(output_dir, vocab_file, seed=1, topic_set="default", terms_per_topic=8
 
   # Test rows: held-out frames naming a term, or a held-out ordinary noun (the control).
   test = []
-  frames = NEUTRAL_FRAMES[TRAIN_FRAMES:]
+  frames = neutral_frames[TRAIN_FRAMES:]
   for term in terms:
     test += [(frame.format(x=term), term_topic[term], "term") for frame in frames]
   for topic in topics:
-    for noun in TOPICS[topic]["nouns"][TRAIN_NOUNS:]:
+    for noun in specs[topic]["nouns"][TRAIN_NOUNS:]:
       test += [(frame.format(x=noun), topic, "control") for frame in frames]
   _write(output_dir, "test.tsv", "".join("%s\t%s\n" % row[:2] for row in test))
   _write(output_dir, "test_groups.txt", "".join("%s\n" % row[2] for row in test))
@@ -386,16 +509,24 @@ def main(argv=None):
   b.add_argument("--terms_per_topic", type=int, default=8)
   b.add_argument("--term_sentences", type=int, default=30,
                  help="sentences of domain.txt naming each invented term")
+  b.add_argument("--sentence_files", default="",
+                 help="comma-separated plain-text files of real Chinese sentences, the "
+                 "templates of --topic_set=zh_reviews (e.g. ChnSentiCorp's reviews)")
   s = sub.add_parser("score", help="term and control accuracy of a predict.txt")
   s.add_argument("--task_dir", required=True)
   s.add_argument("--predictions", required=True)
   args = parser.parse_args(argv)
-  if args.command == "build":
-    task = build(args.output_dir, args.vocab_file, args.seed, args.topic_set,
-                 args.terms_per_topic, args.term_sentences)
-    print(json.dumps({k: v for k, v in task.items() if k != "terms"}, sort_keys=True))
-  else:
-    print(json.dumps(score(args.task_dir, args.predictions), sort_keys=True))
+  try:
+    if args.command == "build":
+      task = build(args.output_dir, args.vocab_file, args.seed, args.topic_set,
+                   args.terms_per_topic, args.term_sentences,
+                   sentence_files=[p for p in args.sentence_files.split(",") if p])
+      print(json.dumps({k: v for k, v in task.items() if k != "terms"}, sort_keys=True))
+    else:
+      print(json.dumps(score(args.task_dir, args.predictions), sort_keys=True))
+  except (OSError, ValueError) as e:  # a missing file, too few sentences, a short predict.txt
+    sys.stderr.write("error: rare_terms.py: %s\n" % e)
+    return 2
   return 0
 
 

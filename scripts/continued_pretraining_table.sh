@@ -42,7 +42,7 @@
 # (installed here).
 source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
-source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive, check_bert_dir
 TASK="${TASK:-mrpc}"
 # Per task: its data, the classifier's --task_name, the metrics the table shows, and the words
 # its masks take (jieba's for Chinese text).
@@ -82,9 +82,7 @@ logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failu
 for seed in $SEEDS; do is_int "$seed" || fail "SEEDS takes positive integers, got '$seed'"; done
 is_int "$PRETRAIN_SEED" || fail "PRETRAIN_SEED takes a positive integer, got '$PRETRAIN_SEED'"
 if [ -n "$BERT_DIR" ]; then
-  for file in vocab.txt bert_config.json bert_model.ckpt.index; do
-    [ -f "$BERT_DIR/$file" ] || fail "BERT_DIR=$BERT_DIR: no $file there (expected a folder laid out like a Google release)"
-  done
+  check_bert_dir BERT_DIR "$BERT_DIR"
 elif [ "$TASK" = chnsenticorp ]; then
   fail "TASK=chnsenticorp needs BERT_DIR=a Chinese BERT folder (MiniLM's vocabulary is English)"
 fi

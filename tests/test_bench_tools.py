@@ -17,6 +17,7 @@ from classifier import data as classifier_data  # pylint: disable=g-import-not-a
 import hf_finetune  # pylint: disable=g-import-not-at-top,wrong-import-position
 import isa_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
+import rare_terms  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _AVX512_BF16 = {"avx2", "fma", "avx512f", "avx512_bf16"}
 
@@ -281,3 +282,66 @@ def test_serving_compare_reports_a_failed_step_in_one_line_and_keeps_its_stderr(
   assert errors[0][len("error: convert_to_hf.py failed: "):].split(" (its whole")[0] in kept
   assert "Traceback" not in proc.stderr
 
+
+
+def _chinese_sentences(path, per_topic=16):
+  """A sentence file for the Chinese rare-term task: per topic `per_topic` usable sentences that
+  name one of its nouns once, and sentences that must not become templates (two topics' nouns,
+  a noun twice, too short, too long). Returns the usable sentences, by topic."""
+  usable = {}
+  lines = []
+  for topic, nouns in rare_terms.TOPICS_ZH.items():
+    usable[topic] = ["第%d次来这里，%s让我很满意。" % (i, nouns[i % 5]) for i in range(per_topic)]
+    lines.append("".join(usable[topic][:4]))  # several sentences on one line
+    lines += usable[topic][4:]
+  lines += ["酒店的房间很好，键盘也不错。", "房间房间都很干净啊。", "房间好。", "书" * 50 + "作者。"]
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  return usable
+
+
+def test_chinese_rare_term_task_uses_real_sentences_and_unseen_names(tmp_path):
+  usable = _chinese_sentences(tmp_path / "sentences.txt")
+  vocab = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vocab",
+                       "chinese_vocab.txt")
+  task = rare_terms.build(str(tmp_path / "task"), vocab, topic_set="zh_reviews",
+                          term_sentences=3, sentence_files=[str(tmp_path / "sentences.txt")])
+  assert task["topics"] == ["hotel", "laptop", "book", "skincare"]
+  assert len(task["terms"]) == 32 and task["test_rows"] == {"term": 224, "control": 224}
+  domain = (tmp_path / "task" / "domain.txt").read_text(encoding="utf-8")
+  labeled = "".join((tmp_path / "task" / name).read_text(encoding="utf-8")
+                    for name in ("train.tsv", "dev.tsv"))
+  everything = (tmp_path / "sentences.txt").read_text(encoding="utf-8")
+  for term, topic in task["terms"].items():
+    assert len(term) == 3 and term not in everything and term not in labeled
+    lines = [line for line in domain.splitlines() if term in line]
+    assert len(lines) == 3
+    for line in lines:  # the term stands where a noun of its topic stood in a real sentence
+      assert any(line.replace(term, noun) in usable[topic] for noun in rare_terms.TOPICS_ZH[topic])
+  for line in labeled.splitlines():
+    text, topic = line.split("\t")
+    nouns = [n for n in rare_terms.TOPICS_ZH[topic] if n in text]
+    assert len(nouns) == 1
+    assert (any(text.replace(nouns[0], n) in usable[topic] for n in rare_terms.TOPICS_ZH[topic])
+            or text.replace(nouns[0], "{x}") in rare_terms.NEUTRAL_FRAMES_ZH[:rare_terms.TRAIN_FRAMES])
+  for left_out in ("也不错", "都很干净", "好。", "书书书"):  # two topics, twice, short, long
+    assert left_out not in domain + labeled
+  again = rare_terms.build(str(tmp_path / "again"), vocab, topic_set="zh_reviews",
+                           term_sentences=3, sentence_files=[str(tmp_path / "sentences.txt")])
+  assert again == task
+
+
+def test_chinese_rare_term_task_refuses_too_few_sentences_in_one_line(tmp_path, capsys):
+  _chinese_sentences(tmp_path / "few.txt", per_topic=rare_terms.ZH_MIN_TEMPLATES - 1)
+  vocab = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vocab",
+                       "chinese_vocab.txt")
+  status = rare_terms.main(["build", "--output_dir=%s" % (tmp_path / "task"),
+                            "--vocab_file=%s" % vocab, "--topic_set=zh_reviews",
+                            "--sentence_files=%s" % (tmp_path / "few.txt")])
+  assert status == 2
+  assert capsys.readouterr().err == (
+      "error: rare_terms.py: --sentence_files: %d sentences name a hotel noun (酒店/房间/前台), "
+      "%d are needed\n" % (rare_terms.ZH_MIN_TEMPLATES - 1, rare_terms.ZH_MIN_TEMPLATES))
+  assert not os.path.exists(str(tmp_path / "task" / "domain.txt"))
+  assert rare_terms.main(["build", "--output_dir=%s" % (tmp_path / "task"),
+                          "--vocab_file=%s" % vocab, "--topic_set=zh_reviews"]) == 2
+  assert "needs --sentence_files" in capsys.readouterr().err

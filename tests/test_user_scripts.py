@@ -63,7 +63,8 @@ def test_rare_term_table_runs_its_default_arms_without_gensim():
   assert proc.returncode == 2 and len(lines) == 2, proc.stderr
   assert lines[0] == ("note: rare_term_table.sh: the macbert arm needs gensim, which is not "
                       "installed: running mlm and electra (pip install gensim to add it)")
-  assert lines[1] == "error: rare_term_table.sh: TOPIC_SET takes default or alternate, got 'nope'"
+  assert lines[1] == ("error: rare_term_table.sh: TOPIC_SET takes default, alternate or "
+                      "zh_reviews, got 'nope'")
   proc = _rare_term_table(ARMS="mlm macbert")
   assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
       "error: rare_term_table.sh: ARMS=macbert needs gensim for build_similar_words.py (pip "
@@ -84,6 +85,37 @@ def test_rare_term_table_checks_its_seed_and_domain_knobs():
        "word<TAB>count file")):
     proc = _rare_term_table(**env)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [expected], proc.stderr
+
+
+def test_rare_term_table_checks_the_chinese_task_and_its_checkpoint(tmp_path):
+  """The Chinese task needs a Chinese checkpoint folder and no English-only arm; a task folder
+  built from one checkpoint is not reused with another. All before any work."""
+  bert = tmp_path / "bert"
+  bert.mkdir()
+  for name in ("vocab.txt", "bert_config.json", "bert_model.ckpt.index"):
+    (bert / name).write_text("")
+  for env, expected in (
+      (dict(TOPIC_SET="zh_reviews"), "error: rare_term_table.sh: TOPIC_SET=zh_reviews needs "
+       "BERT_DIR=a Chinese BERT folder (MiniLM's vocabulary is English)"),
+      (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(bert), ARMS="mlm domain_vocab"),
+       "error: rare_term_table.sh: ARMS: domain_vocab is for English text; drop it for "
+       "TOPIC_SET=zh_reviews"),
+      (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(tmp_path)),
+       "error: rare_term_table.sh: BERT_DIR=%s: no vocab.txt there (expected a folder laid out "
+       "like a Google release)" % tmp_path)):
+    proc = _rare_term_table(**env)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [expected], proc.stderr
+  task = tmp_path / "work" / "task_default_seed1"
+  task.mkdir(parents=True)
+  (task / "bert_dir.txt").write_text("/elsewhere\n")
+  proc = subprocess.run(
+      ["bash", os.path.join(REPO_ROOT, "scripts", "rare_term_table.sh"), str(tmp_path / "work")],
+      capture_output=True, text=True, timeout=60,
+      env=dict(os.environ, BERT_DIR=str(bert), ARMS="mlm"))
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+      "error: rare_term_table.sh: %s was built for the checkpoint in /elsewhere, not %s: give "
+      "this BERT_DIR another work_dir" % (task, bert)], proc.stderr
+  assert sorted(os.listdir(str(task))) == ["bert_dir.txt"]
 
 
 def test_continued_pretraining_table_checks_its_arms_before_any_work(tmp_path):
