@@ -118,11 +118,11 @@ if [ "$TOPIC_SET" = zh_reviews ]; then
       fail "ARMS: $arm is for English text; drop it for TOPIC_SET=zh_reviews"
     fi
   done
-  for source in "${SENTENCE_SOURCES[@]}"; do
-    [ -f "$source" ] || fail "TOPIC_SET=zh_reviews: $source is not there (the task's real sentences)"
-  done
 fi
 [ -z "$BERT_DIR" ] || check_bert_dir BERT_DIR "$BERT_DIR"
+for source in "${SENTENCE_SOURCES[@]}"; do
+  [ -f "$source" ] || fail "TOPIC_SET=zh_reviews: $source is not there (the task's real sentences)"
+done
 for value in "$PRETRAIN_LR" "$FINETUNE_EPOCHS" "$FINETUNE_LR"; do
   is_positive "$value" || fail "PRETRAIN_LR, FINETUNE_EPOCHS and FINETUNE_LR take positive numbers, got '$value'"
 done
