@@ -200,6 +200,11 @@ if [ "${TABLE_ONLY:-0}" = 1 ]; then
   table; exit 0
 fi
 mkdir -p "$WORK"
+# The task's checkpoint, remembered in its folder: a task is not reused with another checkpoint.
+BERT_ID="$(cd "$(dirname "$BERT")" && pwd)/$(basename "$BERT")"
+if [ -f "$TASK/bert_dir.txt" ] && [ "$(cat "$TASK/bert_dir.txt")" != "$BERT_ID" ]; then
+  fail "$TASK was built for the checkpoint in $(cat "$TASK/bert_dir.txt"), not $BERT_ID: give this BERT_DIR another work_dir"
+fi
 echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load/load/')"
 
 # 1. The checkpoint, as a user converts it (unless BERT_DIR names one).
@@ -211,10 +216,6 @@ if [ ! -f "$BERT/bert_model.ckpt.index" ]; then
 fi
 
 # 2. The task, and the domain text's records as the README makes them.
-BERT_ID="$(cd "$BERT" 2> /dev/null && pwd || echo "$BERT")"  # the task's checkpoint, remembered
-if [ -f "$TASK/bert_dir.txt" ] && [ "$(cat "$TASK/bert_dir.txt")" != "$BERT_ID" ]; then
-  fail "$TASK was built for the checkpoint in $(cat "$TASK/bert_dir.txt"), not $BERT_ID: give this BERT_DIR another work_dir"
-fi
 if [ ! -f "$TASK/task.json" ]; then
   sentence_files=""
   if [ "${#SENTENCE_SOURCES[@]}" -gt 0 ]; then  # the text of train.tsv's rows, then the corpus
