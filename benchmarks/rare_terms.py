@@ -308,8 +308,12 @@ def invented_terms(n, vocab, rng):
 
 def invented_names_zh(n, vocab, rng, known_text, known_words):
   """n distinct names of three _NAME_CHARS_ZH characters (each in `vocab`), none of them in
-  `known_text` (the real sentences, one string) or in `known_words` (a dictionary's words)."""
+  `known_text` (the files the sentences come from, one string) or in `known_words` (a
+  dictionary's words). ValueError when `vocab` lacks half the characters (not Chinese)."""
   chars = [c for c in _NAME_CHARS_ZH if c in vocab]
+  if len(chars) < len(_NAME_CHARS_ZH) // 2:
+    raise ValueError("--vocab_file holds %d of the %d name characters: expected a Chinese "
+                     "vocabulary for --topic_set=zh_reviews" % (len(chars), len(_NAME_CHARS_ZH)))
   names = set()
   while len(names) < n:
     name = "".join(rng.sample(chars, 3))
@@ -375,7 +379,8 @@ def topic_specs(topic_set, vocab, rng, n_terms, sentence_files):
   sentences = read_sentences(sentence_files)
   templates = templates_from_sentences(sentences, topics, rng)
   specs = {t: dict(nouns=TOPICS_ZH[t], templates=templates[t]) for t in topics}
-  terms = invented_names_zh(n_terms, vocab, rng, "\n".join(sentences), jieba_words())
+  whole_text = "\n".join(open(path, encoding="utf-8").read() for path in sentence_files)
+  terms = invented_names_zh(n_terms, vocab, rng, whole_text, jieba_words())
   return specs, NEUTRAL_FRAMES_ZH, terms
 
 

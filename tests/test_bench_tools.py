@@ -345,3 +345,9 @@ def test_chinese_rare_term_task_refuses_too_few_sentences_in_one_line(tmp_path, 
   assert rare_terms.main(["build", "--output_dir=%s" % (tmp_path / "task"),
                           "--vocab_file=%s" % vocab, "--topic_set=zh_reviews"]) == 2
   assert "needs --sentence_files" in capsys.readouterr().err
+  english = os.path.join(os.path.dirname(vocab), "english_uncased_vocab.txt")
+  _chinese_sentences(tmp_path / "enough.txt")
+  assert rare_terms.main(["build", "--output_dir=%s" % (tmp_path / "task"),
+                          "--vocab_file=%s" % english, "--topic_set=zh_reviews",
+                          "--sentence_files=%s" % (tmp_path / "enough.txt")]) == 2
+  assert "expected a Chinese vocabulary" in capsys.readouterr().err
