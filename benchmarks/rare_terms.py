@@ -47,6 +47,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from core import atomic_files  # pylint: disable=wrong-import-position
+from pretraining import word_freq  # pylint: disable=wrong-import-position
 
 # Each topic: the label, ordinary nouns (the first TRAIN_NOUNS are seen in training, the rest
 # are the control rows' held-out nouns) and templates where {x} is a noun or an invented term.
@@ -322,28 +323,16 @@ def invented_names_zh(n, vocab, rng, known_text, known_words):
   return sorted(names)
 
 
-def jieba_words():
-  """The words of jieba's dictionary, as a set (empty when jieba is not installed)."""
-  try:
-    import jieba  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return set()
-  with open(os.path.join(os.path.dirname(jieba.__file__), "dict.txt"), encoding="utf-8") as f:
-    return set(line.split(" ", 1)[0] for line in f)
-
-
-def read_sentences(paths):
-  """The sentences of plain-text files (a line is split after 。！？!?；;), stripped, of
+def read_sentences(text):
+  """The sentences of a text (a line is split after 。！？!?；;), stripped, of
   ZH_SENTENCE_CHARS characters and without braces; sorted, each once."""
   sentences = set()
   low, high = ZH_SENTENCE_CHARS
-  for path in paths:
-    with open(path, encoding="utf-8") as f:
-      for line in f:
-        for sentence in re.findall(r"[^。！？!?；;]+[。！？!?；;]?", line.strip()):
-          sentence = sentence.strip()
-          if low <= len(sentence) <= high and "{" not in sentence and "}" not in sentence:
-            sentences.add(sentence)
+  for line in text.splitlines():
+    for sentence in re.findall(r"[^。！？!?；;]+[。！？!?；;]?", line.strip()):
+      sentence = sentence.strip()
+      if low <= len(sentence) <= high and "{" not in sentence and "}" not in sentence:
+        sentences.add(sentence)
   return sorted(sentences)
 
 
@@ -367,6 +356,11 @@ def templates_from_sentences(sentences, topics, rng, per_topic=ZH_TEMPLATES_PER_
   return {topic: rng.sample(found[topic], min(per_topic, len(found[topic]))) for topic in topics}
 
 
+def _read(path):
+  with open(path, encoding="utf-8") as f:
+    return f.read()
+
+
 def topic_specs(topic_set, vocab, rng, n_terms, sentence_files):
   """(specs, frames, terms) of a topic set: specs[topic] = dict(nouns, templates), the neutral
   frames, and n_terms invented terms the checkpoint's vocabulary does not hold as words."""
@@ -376,11 +370,10 @@ def topic_specs(topic_set, vocab, rng, n_terms, sentence_files):
   if not sentence_files:
     raise ValueError("--topic_set=%s needs --sentence_files (real sentences in Chinese)" %
                      topic_set)
-  sentences = read_sentences(sentence_files)
-  templates = templates_from_sentences(sentences, topics, rng)
+  text = "\n".join(_read(path) for path in sentence_files)
+  templates = templates_from_sentences(read_sentences(text), topics, rng)
   specs = {t: dict(nouns=TOPICS_ZH[t], templates=templates[t]) for t in topics}
-  whole_text = "\n".join(open(path, encoding="utf-8").read() for path in sentence_files)
-  terms = invented_names_zh(n_terms, vocab, rng, whole_text, jieba_words())
+  terms = invented_names_zh(n_terms, vocab, rng, text, word_freq.jieba_counts())
   return specs, NEUTRAL_FRAMES_ZH, terms
 
 

@@ -226,7 +226,7 @@ if [ ! -f "$TASK/task.json" ]; then
   logged "$WORK/build_task.log" python benchmarks/rare_terms.py build --output_dir="$TASK" \
     --vocab_file="$BERT/vocab.txt" --seed="$TASK_SEED" --topic_set="$TOPIC_SET" \
     --term_sentences="$TERM_SENTENCES" --sentence_files="$sentence_files" > /dev/null
-  echo "$BERT_ID" > "$TASK/bert_dir.txt"
+  echo "$BERT_ID" > "$TASK/bert_dir.txt.tmp" && mv "$TASK/bert_dir.txt.tmp" "$TASK/bert_dir.txt"
 fi
 records() {  # records ARM PSEED: prints the folder of the arm's records, made when missing
   local arm=$1 pseed=$2 dir masking="" suffix="" extra=() bert

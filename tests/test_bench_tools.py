@@ -284,6 +284,10 @@ def test_serving_compare_reports_a_failed_step_in_one_line_and_keeps_its_stderr(
 
 
 
+_CHINESE_VOCAB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              "vocab", "chinese_vocab.txt")
+
+
 def _chinese_sentences(path, per_topic=16):
   """A sentence file for the Chinese rare-term task: per topic `per_topic` usable sentences that
   name one of its nouns once, and sentences that must not become templates (two topics' nouns,
@@ -301,9 +305,7 @@ def _chinese_sentences(path, per_topic=16):
 
 def test_chinese_rare_term_task_uses_real_sentences_and_unseen_names(tmp_path):
   usable = _chinese_sentences(tmp_path / "sentences.txt")
-  vocab = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vocab",
-                       "chinese_vocab.txt")
-  task = rare_terms.build(str(tmp_path / "task"), vocab, topic_set="zh_reviews",
+  task = rare_terms.build(str(tmp_path / "task"), _CHINESE_VOCAB, topic_set="zh_reviews",
                           term_sentences=3, sentence_files=[str(tmp_path / "sentences.txt")])
   assert task["topics"] == ["hotel", "laptop", "book", "skincare"]
   assert len(task["terms"]) == 32 and task["test_rows"] == {"term": 224, "control": 224}
@@ -325,17 +327,15 @@ def test_chinese_rare_term_task_uses_real_sentences_and_unseen_names(tmp_path):
             or text.replace(nouns[0], "{x}") in rare_terms.NEUTRAL_FRAMES_ZH[:rare_terms.TRAIN_FRAMES])
   for left_out in ("也不错", "都很干净", "好。", "书书书"):  # two topics, twice, short, long
     assert left_out not in domain + labeled
-  again = rare_terms.build(str(tmp_path / "again"), vocab, topic_set="zh_reviews",
+  again = rare_terms.build(str(tmp_path / "again"), _CHINESE_VOCAB, topic_set="zh_reviews",
                            term_sentences=3, sentence_files=[str(tmp_path / "sentences.txt")])
   assert again == task
 
 
 def test_chinese_rare_term_task_refuses_too_few_sentences_in_one_line(tmp_path, capsys):
   _chinese_sentences(tmp_path / "few.txt", per_topic=rare_terms.ZH_MIN_TEMPLATES - 1)
-  vocab = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vocab",
-                       "chinese_vocab.txt")
   status = rare_terms.main(["build", "--output_dir=%s" % (tmp_path / "task"),
-                            "--vocab_file=%s" % vocab, "--topic_set=zh_reviews",
+                            "--vocab_file=%s" % _CHINESE_VOCAB, "--topic_set=zh_reviews",
                             "--sentence_files=%s" % (tmp_path / "few.txt")])
   assert status == 2
   assert capsys.readouterr().err == (
@@ -343,9 +343,9 @@ def test_chinese_rare_term_task_refuses_too_few_sentences_in_one_line(tmp_path, 
       "%d are needed\n" % (rare_terms.ZH_MIN_TEMPLATES - 1, rare_terms.ZH_MIN_TEMPLATES))
   assert not os.path.exists(str(tmp_path / "task" / "domain.txt"))
   assert rare_terms.main(["build", "--output_dir=%s" % (tmp_path / "task"),
-                          "--vocab_file=%s" % vocab, "--topic_set=zh_reviews"]) == 2
+                          "--vocab_file=%s" % _CHINESE_VOCAB, "--topic_set=zh_reviews"]) == 2
   assert "needs --sentence_files" in capsys.readouterr().err
-  english = os.path.join(os.path.dirname(vocab), "english_uncased_vocab.txt")
+  english = os.path.join(os.path.dirname(_CHINESE_VOCAB), "english_uncased_vocab.txt")
   _chinese_sentences(tmp_path / "enough.txt")
   assert rare_terms.main(["build", "--output_dir=%s" % (tmp_path / "task"),
                           "--vocab_file=%s" % english, "--topic_set=zh_reviews",
