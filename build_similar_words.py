@@ -34,7 +34,6 @@ import logging as python_logging
 import re
 import time
 
-from absl import flags
 from absl import logging
 
 from core import atomic_files
@@ -42,8 +41,6 @@ from core.errors import InputError
 from engine import cli
 from pretraining import corpus
 import tokenization
-
-FLAGS = flags.FLAGS
 
 # (kind, name, default, help); defined only when run as a script, so that tests can import this
 # module beside run scripts that define flags of the same names.
@@ -290,12 +287,5 @@ def run(**options):
     atomic_files.write_atomically(opts["output_file"], write)
 
 
-def main(_):
-  logging.set_verbosity(logging.INFO)
-  run(**{name: getattr(FLAGS, name) for name in DEFAULTS})
-
-
 if __name__ == "__main__":
-  for kind, name, default, help_text in _FLAG_SPECS:
-    getattr(flags, "DEFINE_" + kind)(name, default, help_text)
-  cli.run_main(main, output_flag="output_file")
+  cli.run_tool(run, _FLAG_SPECS)

@@ -99,7 +99,9 @@ _FLAG_SPECS = (
      "file of utf-8 word<TAB>count lines of general "
      "text in the domain's language (scripts/build_word_freq.py makes one from a corpus you "
      "name). A word's score s = log((G+1)/(g+1)) / log(G+1), g its count and G the total; words "
-     "it does not name score 1. Refused when it names under 10% of the domain text's words, "
+     "it does not name score 1. Or a scores file from scripts/build_word_loss.py: s is then the "
+     "rank of the checkpoint's own masked-LM loss on the word (refused with another "
+     "vocabulary). Refused when it names under 10% of the domain text's words, "
      "and 'vocab' for Chinese words."),
     ("float", "domain_temperature", word_freq.DEFAULT_TEMPERATURE,
      "--masking=domain: T > 0 in a word's weight floor + (1 - floor) * s**T; higher favours "

@@ -96,8 +96,9 @@ flags.DEFINE_string(
     "general_word_freq", None,
     "Dynamic records, --masking=domain: the general word list, as for "
     "create_pretraining_data.py: 'vocab' (the model's vocabulary, its whole words ranked as "
-    "listed), 'jieba' (jieba's dictionary) or a word<TAB>count file "
-    "(scripts/build_word_freq.py); unset: jieba when most letters of the first records are "
+    "listed), 'jieba' (jieba's dictionary), a word<TAB>count file "
+    "(scripts/build_word_freq.py) or a scores file (scripts/build_word_loss.py: the "
+    "checkpoint's own masked-LM loss per word); unset: jieba when most letters of the first records are "
     "Chinese, else vocab. Refused when it names under 10% of the records' words, and 'vocab' "
     "for Chinese words.")
 flags.DEFINE_float(

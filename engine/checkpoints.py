@@ -103,6 +103,19 @@ def check_whole(checkpoint, what):
 _HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "tf_model.h5")
 
 
+def bert_folder(bert_dir, flag="bert_dir"):
+  """(bert_config.json, vocab.txt, checkpoint prefix) of a folder laid out like Google's
+  releases; InputError naming --<flag> and the missing file."""
+  config = os.path.join(bert_dir, "bert_config.json")
+  vocab = os.path.join(bert_dir, "vocab.txt")
+  checkpoint = os.path.join(bert_dir, "bert_model.ckpt")
+  for path in (vocab, config, checkpoint + ".index"):
+    if not os.path.isfile(path):
+      raise InputError("--%s=%s: %s is missing (expected bert_config.json, vocab.txt and "
+                       "bert_model.ckpt)" % (flag, bert_dir, os.path.basename(path)))
+  return config, vocab, checkpoint
+
+
 def describe_folder(path):
   """What the folder `path` holds, and how to use it, for messages: "is empty", "holds a
   training run of run_classifier_mgpu.py (run_info.json), checkpoints (the latest is ...)",

@@ -532,6 +532,22 @@ class _SignalWatch(object):
     os._exit(128 + signum)  # pylint: disable=protected-access
 
 
+def run_tool(run_fn, flag_specs, output_flag="output_file"):
+  """The entry point of a data tool (scripts/build_word_freq.py and the like): defines the
+  flags of `flag_specs` ((kind, name, default, help) tuples), then runs
+  run_fn(**their values) with INFO logging through run_main."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  for kind, name, default, help_text in flag_specs:
+    getattr(flags, "DEFINE_" + kind)(name, default, help_text)
+
+  def main(_):
+    logging.set_verbosity(logging.INFO)
+    run_fn(**{name: getattr(flags.FLAGS, name) for _, name, _, _ in flag_specs})
+
+  run_main(main, output_flag=output_flag)
+
+
 def run_main(main_fn, argv=None, output_flag="output_dir"):
   """Runs `main_fn(argv)` through absl.app with the error reporting of the module docstring.
 

@@ -103,13 +103,7 @@ def build(bert_dir, input_file, output_dir, min_count=2, max_words=0, do_lower_c
     InputError: a BERT folder without its three files, no input file, a vocabulary without two
       [unusedN] entries, or no word to add; before anything is written.
   """
-  vocab_file = os.path.join(bert_dir, "vocab.txt")
-  config_file = os.path.join(bert_dir, "bert_config.json")
-  checkpoint = os.path.join(bert_dir, "bert_model.ckpt")
-  for path in (vocab_file, config_file, checkpoint + ".index"):
-    if not os.path.isfile(path):
-      raise InputError("--bert_dir=%s: %s is missing (expected bert_config.json, vocab.txt and "
-                       "bert_model.ckpt)" % (bert_dir, os.path.basename(path)))
+  config_file, vocab_file, checkpoint = checkpoints.bert_folder(bert_dir)
   input_files = cli.expand_files(input_file, "input_file")
   if min_count < 1 or max_words < 0:
     raise InputError("--min_count takes an integer >= 1 and --max_words one >= 0, got %d and %d"

@@ -40,6 +40,12 @@ The list (--general_word_freq) is one of:
   jieba   jieba's own dictionary (349,046 words with counts, shipped in the jieba package).
   a file  utf-8 lines `word<TAB>count` (count a positive number; blank lines skipped; a word
           listed twice adds up). scripts/build_word_freq.py writes one from a corpus you name.
+  scores  a file whose first line starts with `#word_scores` gives each word's s(w) itself:
+          utf-8 lines `word<TAB>score[<TAB>...]`, score in [0, 1], and the first line's
+          `vocab=<fingerprint>` (vocab_fingerprint) ties it to one vocabulary: with another
+          it is refused. scripts/build_word_loss.py writes one from the checkpoint's own
+          masked-LM loss on each word of the domain text (pretraining/word_loss.py): the words
+          the checkpoint cannot predict are masked first.
 When the flag is not given, the text decides (default_source): jieba when most of its letters
 are Chinese characters, else vocab. The list's words are mapped to word pieces with the model's
 tokenizer, as the masking sees words: a WordPiece word and its "##" pieces, or a run of CJK
@@ -51,6 +57,7 @@ This module does not import TensorFlow.
 """
 
 import collections
+import hashlib
 import math
 import os
 import re
@@ -75,6 +82,9 @@ _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 _SPECIAL_ENTRY_RE = re.compile(r"^(\[[^\]]*\]|<[^>]*>)$")
 # A free slot of Google's vocabularies ([unused0] ... [unused993]).
 UNUSED_ENTRY_RE = re.compile(r"^\[unused\d+\]$")
+
+# The first line of a file of word scores (read_scores) starts with this.
+SCORES_HEADER = "#word_scores"
 
 # A list that names fewer than this share of the domain text's words (punctuation aside) is for
 # another language or vocabulary: refused before any work.
@@ -123,6 +133,75 @@ def read_counts(path):
     raise InputError("%s: empty: expected word<TAB>count lines (scripts/build_word_freq.py "
                      "writes them from a corpus)" % path)
   return counts
+
+
+def vocab_fingerprint(vocab):
+  """A short digest of a vocabulary's entries in order (vocab: token -> id): the same for the
+  same tokens whatever the file's path or line endings."""
+  ordered = sorted(vocab.items(), key=lambda item: item[1])
+  text = "\n".join(token for token, _ in ordered)
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def is_scores_file(path):
+  """Whether `path` is a file of word scores: its first line starts with SCORES_HEADER."""
+  if path in (VOCAB_SOURCE, JIEBA_SOURCE) or not os.path.isfile(path):
+    return False
+  with open(path, "rb") as f:
+    return f.readline().startswith(SCORES_HEADER.encode("ascii"))
+
+
+def scores_header(vocab, **fields):
+  """The first line of a scores file for `vocab`: SCORES_HEADER, vocab=<fingerprint> and
+  `fields` as key=value, tab-separated."""
+  items = [("vocab", vocab_fingerprint(vocab))] + sorted(fields.items())
+  return "\t".join([SCORES_HEADER] + ["%s=%s" % item for item in items])
+
+
+def read_scores(path, vocab):
+  """The `word<TAB>score` lines of a scores file as an ordered dict word -> score in [0, 1].
+
+  Raises:
+    InputError: a first line without `vocab=`, or one naming another vocabulary than `vocab`
+      (token -> id); a line without a tab, an empty word or a score outside [0, 1] (naming the
+      file and line); or no entry at all.
+  """
+  scores = collections.OrderedDict()
+  header = None
+  for line_number, line in cli.text_lines(path):
+    if header is None:
+      header = dict(field.partition("=")[::2] for field in line.strip().split("\t")[1:])
+      if header.get("vocab") != vocab_fingerprint(vocab):
+        raise InputError(
+            "%s:1: scores for another vocabulary (vocab=%s in its first line, the model's is "
+            "vocab=%s): build them with the model's own folder (scripts/build_word_loss.py "
+            "--bert_dir=...)" % (path, header.get("vocab", "<missing>"),
+                                  vocab_fingerprint(vocab)))
+      continue
+    if not line.strip():
+      continue
+    fields = line.split("\t")
+    word = fields[0].strip()
+    try:
+      value = float(fields[1]) if len(fields) > 1 else float("nan")
+    except ValueError:
+      value = float("nan")
+    if not word or not 0.0 <= value <= 1.0:
+      raise InputError("%s:%d: expected word<TAB>score with a score in [0, 1] (got %r)" %
+                       (path, line_number, line[:80]))
+    scores[word] = max(value, scores.get(word, 0.0))
+  if not scores:
+    raise InputError("%s: no word<TAB>score line after its first line" % path)
+  return scores
+
+
+def icf_scores(counts):
+  """(scores, total): s(w) = log((G + 1) / (g(w) + 1)) / log(G + 1) for each word of `counts`
+  (word -> count g(w) > 0), and G, the sum of the counts."""
+  total = float(sum(counts.values()))
+  scale = math.log(total + 1.0)
+  return {word: math.log((total + 1.0) / (count + 1.0)) / scale
+          for word, count in counts.items()}, total
 
 
 def is_special_entry(token):
@@ -262,7 +341,8 @@ def sequence_units(ids, word_starts):
 
 
 class WordWeights(object):
-  """Word (a tuple of piece ids) -> selection weight, from a general word-frequency list.
+  """Word (a tuple of piece ids) -> selection weight, from a general word-frequency list or a
+  scores file.
 
   Attributes:
     weights: dict tuple of ids -> weight, for the list's words and the vocabulary's
@@ -271,15 +351,15 @@ class WordWeights(object):
     listed: frozenset of the list's words (as tuples of ids).
     source: the file, for messages.
     temperature, floor: the settings the weights were made with.
-    total: G, the list's total count.
+    total: G, the list's total count (None for a scores file).
   """
 
-  def __init__(self, counts, punctuation_ids, temperature=DEFAULT_TEMPERATURE,
+  def __init__(self, scores, punctuation_ids, temperature=DEFAULT_TEMPERATURE,
                floor=DEFAULT_FLOOR, source="general word frequencies", numeral_ids=(),
-               unk_id=None, cjk_ids=()):
-    """counts: dict tuple of ids -> count (> 0); punctuation_ids, numeral_ids: ids of the
-    punctuation and digits-only tokens; unk_id: the id of [UNK] (or None); cjk_ids: ids of the
-    tokens that begin with a CJK character."""
+               unk_id=None, cjk_ids=(), total=None):
+    """scores: dict tuple of ids -> s in [0, 1] (icf_scores of a list, or a scores file);
+    punctuation_ids, numeral_ids: ids of the punctuation and digits-only tokens; unk_id: the id
+    of [UNK] (or None); cjk_ids: ids of the tokens that begin with a CJK character; total: G."""
     check_settings(temperature, floor)
     self.cjk_ids = frozenset(cjk_ids)
     self.unk_id = unk_id
@@ -288,12 +368,11 @@ class WordWeights(object):
     self.source = source
     self.temperature = float(temperature)
     self.floor = float(floor)
-    self.total = float(sum(counts.values()))
-    self.listed = frozenset(counts)
-    scale = math.log(self.total + 1.0)
+    self.total = total
+    self.listed = frozenset(scores)
     self.weights = {(i,): self.floor for i in punctuation_ids}
-    for word, count in counts.items():
-      self.weights[word] = self.weight(math.log((self.total + 1.0) / (count + 1.0)) / scale)
+    for word, score in scores.items():
+      self.weights[word] = self.weight(score)
 
   def weight(self, score):
     """floor + (1 - floor) * score ** temperature, for a score s in [0, 1]."""
@@ -355,35 +434,11 @@ class WordWeights(object):
             (len(self), self.source, self.temperature, self.floor))
 
 
-def load(path, tokenizer, temperature=DEFAULT_TEMPERATURE, floor=DEFAULT_FLOOR):
-  """Reads a word-frequency list and maps it to the model's word pieces.
-
-  Args:
-    path: --general_word_freq: VOCAB_SOURCE, JIEBA_SOURCE or a file of `word<TAB>count` lines.
-    tokenizer: tokenization.FullTokenizer of the model.
-    temperature, floor: --domain_temperature and --domain_floor.
-
-  Returns:
-    WordWeights.
-
-  Raises:
-    InputError: bad settings, a missing, empty or malformed file (read_counts), or a list none
-      of whose words the vocabulary can spell without [UNK].
-  """
-  check_settings(temperature, floor)
-  unk = tokenizer.vocab.get("[UNK]", tokenizer.vocab.get("<unk>"))
-  counts = collections.Counter()
-  text_counts = source_counts(path, tokenizer.vocab)
-  for word, count in text_counts.items():
-    tokens = tokenizer.tokenize(word)
-    for unit in word_units(tokens, tokenizer.convert_tokens_to_ids(tokens)):
-      if unk not in unit:
-        counts[unit] += count
-  if not counts:
-    raise InputError("%s: none of its %d words is in the model's vocabulary without [UNK]: a "
-                     "list for another vocabulary or language" % (path, len(text_counts)))
+def token_classes(vocab):
+  """(punctuation, numerals, cjk): the ids of `vocab`'s (token -> id) punctuation-only tokens,
+  digits-only tokens, and tokens that begin with a CJK character."""
   punctuation, numerals, cjk = [], [], []
-  for token, i in tokenizer.vocab.items():
+  for token, i in vocab.items():
     piece = token.lstrip(tokenization.SPM_WORD_START)
     if piece and _is_cjk(piece[0]):
       cjk.append(i)
@@ -391,8 +446,44 @@ def load(path, tokenizer, temperature=DEFAULT_TEMPERATURE, floor=DEFAULT_FLOOR):
       punctuation.append(i)
     elif _DIGITS_RE.match(piece):
       numerals.append(i)
-  return WordWeights(counts, punctuation, temperature, floor, source=path, numeral_ids=numerals,
-                     unk_id=unk, cjk_ids=cjk)
+  return punctuation, numerals, cjk
+
+
+def load(path, tokenizer, temperature=DEFAULT_TEMPERATURE, floor=DEFAULT_FLOOR):
+  """Reads a word-frequency list or a scores file and maps it to the model's word pieces.
+
+  Args:
+    path: --general_word_freq: VOCAB_SOURCE, JIEBA_SOURCE, a file of `word<TAB>count` lines or
+      a scores file (is_scores_file).
+    tokenizer: tokenization.FullTokenizer of the model.
+    temperature, floor: --domain_temperature and --domain_floor.
+
+  Returns:
+    WordWeights.
+
+  Raises:
+    InputError: bad settings, a missing, empty or malformed file (read_counts, read_scores), a
+      scores file for another vocabulary, or a list none of whose words the vocabulary can
+      spell without [UNK].
+  """
+  check_settings(temperature, floor)
+  unk = tokenizer.vocab.get("[UNK]", tokenizer.vocab.get("<unk>"))
+  scored = is_scores_file(path)
+  listed = (read_scores(path, tokenizer.vocab) if scored else
+            source_counts(path, tokenizer.vocab))
+  by_unit = {}
+  for word, value in listed.items():
+    tokens = tokenizer.tokenize(word)
+    for unit in word_units(tokens, tokenizer.convert_tokens_to_ids(tokens)):
+      if unk not in unit:  # A count adds up; a score keeps the highest.
+        by_unit[unit] = (max if scored else sum)((by_unit.get(unit, 0.0), value))
+  if not by_unit:
+    raise InputError("%s: none of its %d words is in the model's vocabulary without [UNK]: a "
+                     "list for another vocabulary or language" % (path, len(listed)))
+  scores, total = (by_unit, None) if scored else icf_scores(by_unit)
+  punctuation, numerals, cjk = token_classes(tokenizer.vocab)
+  return WordWeights(scores, punctuation, temperature, floor, source=path, numeral_ids=numerals,
+                     unk_id=unk, cjk_ids=cjk, total=total)
 
 
 def count_words(input_files, split):

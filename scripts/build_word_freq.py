@@ -18,7 +18,6 @@ import os
 import sys
 import time
 
-from absl import flags
 from absl import logging
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -28,8 +27,6 @@ from core.errors import InputError
 from engine import cli
 from pretraining import corpus
 from pretraining import word_freq
-
-FLAGS = flags.FLAGS
 
 # (kind, name, default, help); defined only when run as a script.
 _FLAG_SPECS = (
@@ -83,12 +80,5 @@ def run(**options):
   return len(lines)
 
 
-def main(_):
-  logging.set_verbosity(logging.INFO)
-  run(**{name: getattr(FLAGS, name) for name in DEFAULTS})
-
-
 if __name__ == "__main__":
-  for kind, name, default, help_text in _FLAG_SPECS:
-    getattr(flags, "DEFINE_" + kind)(name, default, help_text)
-  cli.run_main(main, output_flag="output_file")
+  cli.run_tool(run, _FLAG_SPECS)

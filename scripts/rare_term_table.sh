@@ -23,6 +23,11 @@
 #     domain text's split words (scripts/build_domain_vocab.py: words met twice or more, each
 #     token started at the mean of its pieces), then pretrained and fine-tuned with that
 #     vocabulary: README's steps 0-3.
+#   domain_loss: the domain arm scored by the checkpoint itself: scripts/build_word_loss.py
+#     ranks the domain text's words by BERT_DIR's masked-LM loss on them, and that file is the
+#     --general_word_freq. It needs BERT_DIR with a masked-LM head (MiniLM has none).
+#     WORD_LOSS_REPLACEMENT (mask): what a scored word becomes, mask or random (random for a
+#     checkpoint that never saw [MASK], such as the small MacBERT-style Chinese one).
 #   The domain arms score words against the tools' default general list (for this English text:
 #   the model's vocabulary, --general_word_freq=vocab), unless GENERAL_WORD_FREQ names one
 #   (vocab, jieba or a word<TAB>count file) or GENERAL_CORPUS names general text for
@@ -70,6 +75,7 @@ GENERAL_WORD_FREQ="${GENERAL_WORD_FREQ:-}"
 GENERAL_CORPUS="${GENERAL_CORPUS:-}"
 DOMAIN_TEMPERATURE="${DOMAIN_TEMPERATURE:-2}"
 DOMAIN_FLOOR="${DOMAIN_FLOOR:-0.1}"
+WORD_LOSS_REPLACEMENT="${WORD_LOSS_REPLACEMENT:-mask}"
 BUDGETS="${BUDGETS:-200 400}"
 TASK_SEED="${TASK_SEED:-1}"
 TERM_SENTENCES="${TERM_SENTENCES:-30}"
@@ -95,9 +101,13 @@ done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab " == *" $arm "* ]] ||
-    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, got '$arm'"
+  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab domain_loss " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, domain_loss, got '$arm'"
 done
+[[ " mask random " == *" $WORD_LOSS_REPLACEMENT "* ]] ||
+  fail "WORD_LOSS_REPLACEMENT takes mask or random, got '$WORD_LOSS_REPLACEMENT'"
+[[ " $ARMS " != *" domain_loss "* ]] || [ -n "$BERT_DIR" ] ||
+  fail "ARMS=domain_loss needs BERT_DIR=a BERT folder with its masked-LM head (MiniLM is converted without one)"
 if [[ " $ARMS " == *" macbert "* ]] && [ "${TABLE_ONLY:-0}" != 1 ] &&
     ! python -c "import gensim" 2> /dev/null; then
   [ -z "$ARMS_GIVEN" ] ||
@@ -149,10 +159,19 @@ VARIANT="lr${PRETRAIN_LR}$(echo "$PRETRAIN_FLAGS" | tr -d ' -' | tr '=' '_')"
 DOMAIN_TAG=""  # domain arms under a named list or other settings get folders of their own
 if [ -n "$GENERAL_WORD_FREQ" ]; then DOMAIN_TAG="_$(basename "${GENERAL_WORD_FREQ%.*}")"
 elif [ -n "$GENERAL_CORPUS" ]; then DOMAIN_TAG="_$(basename "${GENERAL_CORPUS%%[.*]*}")"; fi
-[ "$DOMAIN_TEMPERATURE" = 2 ] && [ "$DOMAIN_FLOOR" = 0.1 ] || DOMAIN_TAG="${DOMAIN_TAG}_T${DOMAIN_TEMPERATURE}_f${DOMAIN_FLOOR}"
+SETTINGS_TAG=""
+[ "$DOMAIN_TEMPERATURE" = 2 ] && [ "$DOMAIN_FLOOR" = 0.1 ] || SETTINGS_TAG="_T${DOMAIN_TEMPERATURE}_f${DOMAIN_FLOOR}"
+DOMAIN_TAG="$DOMAIN_TAG$SETTINGS_TAG"
 PSEEDS="${PRETRAIN_SEEDS:-none}"  # none: the tools' own default seeds, folders without a seed
 pseed_dir() { [ "$1" = none ] || echo "/pseed$1"; }  # below a run's steps folder
-arm_dir() { case $1 in domain|domain_dyn|domain_vocab) echo "$1$DOMAIN_TAG" ;; *) echo "$1" ;; esac; }
+arm_dir() {
+  case $1 in
+    domain|domain_dyn|domain_vocab) echo "$1$DOMAIN_TAG" ;;
+    domain_loss) echo "domain_loss_$WORD_LOSS_REPLACEMENT$SETTINGS_TAG" ;;
+    *) echo "$1" ;;
+  esac
+}
+WORD_LOSS="$TASK/word_loss_$WORD_LOSS_REPLACEMENT.tsv"  # the domain_loss arm's scores
 RECIPE="finetune_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 BERT="${BERT_DIR:-$WORK/minilm_tf}"
 bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm starts from
@@ -234,7 +253,7 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
   case $arm in
     mlm|electra) masking=whole_word ;;
     token|ngram|domain) masking=$arm ;;
-    domain_vocab) masking=domain ;;
+    domain_vocab|domain_loss) masking=domain ;;
   esac
   [ "$pseed" = none ] || suffix="_pseed$pseed" extra=(--random_seed="$pseed")
   if [ -z "$masking" ]; then  # the dynamic arms
@@ -244,8 +263,9 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
     dir="$TASK/records$suffix"
     [ "$masking" = whole_word ] || dir="$TASK/records_$(arm_dir "$arm")$suffix"
     extra+=(--masked_lm_prob=0.15 --dupe_factor=5 --masking="$masking")
-    [ "$masking" = domain ] && extra+=(${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"}
-      --domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR")
+    [ "$masking" = domain ] && extra+=(--domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR")
+    if [ "$arm" = domain_loss ]; then extra+=(--general_word_freq="$WORD_LOSS")
+    elif [ "$masking" = domain ]; then extra+=(${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"}); fi
   fi
   if [ ! -f "$dir/train-0.tfrecord" ]; then
     mkdir -p "$dir"
@@ -276,6 +296,11 @@ fi
 if [[ " $ARMS " == *" domain_vocab "* ]] && [ ! -f "$(bert_of domain_vocab)/bert_model.ckpt.index" ]; then
   logged "$(bert_of domain_vocab).log" python scripts/build_domain_vocab.py --bert_dir="$BERT" \
     --input_file="$TASK/domain.txt" --output_dir="$(bert_of domain_vocab)"
+fi
+if [[ " $ARMS " == *" domain_loss "* ]] && [ ! -f "$WORD_LOSS" ]; then
+  logged "${WORD_LOSS%.tsv}.log" python scripts/build_word_loss.py --bert_dir="$BERT" \
+    --input_file="$TASK/domain.txt" --output_file="$WORD_LOSS" \
+    --replacement="$WORD_LOSS_REPLACEMENT" "${SEGMENTER[@]}"
 fi
 if [[ " $ARMS " == *" macbert "* ]] && [ ! -f "$TASK/similar_words.tsv" ]; then
   logged "$TASK/similar_words.log" python build_similar_words.py \

@@ -72,7 +72,8 @@ _TEMPORARY = re.compile(r"\.tmp-\d+(\.[^/]*)?(/|$)")
 SCRIPTS = sorted([m + ".py" for m in test_layout.ROOT_MODULES
                   if m.startswith(("run_", "create_", "convert_", "build_"))] +
                  [os.path.join("scripts", "build_word_freq.py"),
-                  os.path.join("scripts", "build_domain_vocab.py")])
+                  os.path.join("scripts", "build_domain_vocab.py"),
+                  os.path.join("scripts", "build_word_loss.py")])
 HELP_ONLY = {"build_saved_model.py": "a subprocess of --do_export (tests/test_export.py)",
              os.path.join("scripts", "build_domain_vocab.py"): "needs an English vocabulary with [unusedN] entries; its "
                                       "real runs: tests/test_domain_masking.py"}
@@ -111,6 +112,9 @@ def _runs(world, root):
                                                                         "bert_model.ckpt")]),
       (os.path.join("scripts", "build_word_freq.py"), ["--input_file=%s" % world.corpus,
                               "--output_file=%s" % os.path.join(root, "word_freq.tsv")]),
+      (os.path.join("scripts", "build_word_loss.py"), [
+          "--bert_dir=%s" % os.path.join(pt_out, "export"), "--input_file=%s" % world.corpus,
+          "--output_file=%s" % os.path.join(root, "word_loss.tsv"), "--max_seq_length=32"]),
       ("convert_to_hf.py", ["--checkpoint=%s" % pt_out, "--bert_config_file=%s" % world.config,
                             "--vocab_file=%s" % world.vocab, "--output_dir=%s" % hf_out]),
       ("convert_hf_checkpoint.py", ["--hf_model_dir=%s" % hf_out,

@@ -72,7 +72,8 @@ def test_rare_term_table_runs_its_default_arms_without_gensim():
 
 
 def test_rare_term_table_checks_its_seed_and_domain_knobs():
-  """PRETRAIN_SEEDS, DOMAIN_TEMPERATURE and DOMAIN_FLOOR are checked before any work."""
+  """PRETRAIN_SEEDS, DOMAIN_TEMPERATURE, DOMAIN_FLOOR and the domain_loss arm's needs are
+  checked before any work."""
   for env, expected in (
       (dict(PRETRAIN_SEEDS="1 x"), "error: rare_term_table.sh: SEEDS, PRETRAIN_SEEDS, TASK_SEED "
                                    "and TERM_SENTENCES take positive integers, got 'x'"),
@@ -82,7 +83,12 @@ def test_rare_term_table_checks_its_seed_and_domain_knobs():
        "error: rare_term_table.sh: DOMAIN_TEMPERATURE takes a number > 0, got '0'"),
       (dict(TOPIC_SET="alternate", ARMS="domain", GENERAL_WORD_FREQ="/nonexistent.tsv"),
        "error: rare_term_table.sh: GENERAL_WORD_FREQ=/nonexistent.tsv: expected vocab, jieba or a "
-       "word<TAB>count file")):
+       "word<TAB>count file"),
+      (dict(TOPIC_SET="alternate", ARMS="domain_loss"),
+       "error: rare_term_table.sh: ARMS=domain_loss needs BERT_DIR=a BERT folder with its "
+       "masked-LM head (MiniLM is converted without one)"),
+      (dict(TOPIC_SET="alternate", ARMS="domain_loss", WORD_LOSS_REPLACEMENT="similar"),
+       "error: rare_term_table.sh: WORD_LOSS_REPLACEMENT takes mask or random, got 'similar'")):
     proc = _rare_term_table(**env)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [expected], proc.stderr
 
