@@ -90,7 +90,9 @@ def occurrences(lines, featurizer, max_occurrences, max_seq_length):
         continue
       places = found.setdefault(unit, [])
       if len(places) < max_occurrences:
-        first = min(max(0, start - (room - len(unit)) // 2), max(0, len(ids) - room))
+        first = start  # A word longer than the window: its first pieces.
+        if len(unit) < room:  # Else the word in the middle of its window.
+          first = min(max(0, start - (room - len(unit)) // 2), max(0, len(ids) - room))
         window = ids[first:first + room]
         places.append((window, start - first, min(position - first, len(window))))
   return found

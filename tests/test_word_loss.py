@@ -127,6 +127,11 @@ def test_a_long_line_keeps_the_pieces_around_the_word(tmp_path):
     assert len(ids) == 6 and ids[start:end] == list(unit)
   (ids, start, _), = found[(VOCAB.index("mike"),)]
   assert start == 2  # in the middle of its window, not at an edge
+  # A word longer than the window keeps its first pieces.
+  long_word = tuple(range(6, 16))
+  featurizer.sentence = lambda line: ([5] + list(long_word) + [5], [1, 1] + [0] * 9 + [1])
+  (ids, start, end), = word_loss.occurrences(["x"], featurizer, 1, 8)[long_word]
+  assert (ids, start, end) == (list(long_word[:6]), 0, 6)
 
 
 def test_ranks_share_ties():
