@@ -183,6 +183,10 @@ def main(argv=None):
       cli.require_file(getattr(args, flag), flag)
     if args.general_word_freq not in (None, word_freq.VOCAB_SOURCE, word_freq.JIEBA_SOURCE):
       cli.require_file(args.general_word_freq, "general_word_freq")
+      if word_freq.is_scores_file(args.general_word_freq):
+        raise InputError("--general_word_freq=%s is a scores file (build_word_loss.py): the "
+                         "shares are counted by a word-frequency list's counts; pass one" %
+                         args.general_word_freq)
     report(args, *measure(args))
   except (InputError, OSError, UnicodeDecodeError) as e:
     print("error: mask_shares.py: %s" % e, file=sys.stderr)

@@ -189,3 +189,21 @@ def test_a_scores_file_for_another_vocabulary_or_malformed_is_refused(tmp_path):
       "--vocab_file=" + os.path.join(_REPO, "vocab", "english_uncased_vocab.txt"),
       "--masking=domain", "--general_word_freq=" + other))
   assert "scores for another vocabulary" in line and not out.exists()
+
+
+def test_mask_shares_refuses_a_scores_file(tmp_path, capsys):
+  """benchmarks/mask_shares.py counts shares by a list's counts, which a scores file lacks."""
+  sys.path.insert(0, os.path.join(_REPO, "benchmarks"))
+  import mask_shares  # pylint: disable=g-import-not-at-top
+  vocab_file = os.path.join(_REPO, "vocab", "english_uncased_vocab.txt")
+  scores = _scores_file(tmp_path / "scores.tsv", tokenization.load_vocab(vocab_file),
+                        "the\t0.5\n")
+  text = tmp_path / "domain.txt"
+  text.write_text("the photosynthesis of the leaf\n")
+  with pytest.raises(SystemExit) as e:
+    mask_shares.main(["--input_file=%s" % text, "--vocab_file=%s" % vocab_file,
+                      "--general_word_freq=%s" % scores])
+  assert e.value.code == 2
+  assert capsys.readouterr().err == (
+      "error: mask_shares.py: --general_word_freq=%s is a scores file (build_word_loss.py): the "
+      "shares are counted by a word-frequency list's counts; pass one\n" % scores)
