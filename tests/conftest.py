@@ -101,6 +101,9 @@ FAST_TESTS = {
     "test_finetune_features.py": ["test_num_train_steps_replaces_the_epochs_when_given",
                                   "test_evaluation_flags_that_cannot_work_are_refused"],
     "test_speed_features.py": ["test_speed_flags_reach_the_train_spec_and_the_global_batch"],
+    "test_word_loss.py": ["test_the_batch_masks_every_piece_of_the_word_and_labels_them",
+                          "test_ranks_share_ties",
+                          "test_a_scores_file_for_another_vocabulary_or_malformed_is_refused"],
 }
 
 
