@@ -47,8 +47,10 @@ import tensorflow.compat.v1 as tf
 
 from core import formatting
 from core.errors import InputError
+from engine import checkpoints
 from pretraining import mlm
 from pretraining import word_freq
+import tokenization
 
 # A word of more pieces has only its first MAX_WORD_PIECES masked and scored.
 MAX_WORD_PIECES = 20
@@ -101,7 +103,7 @@ def occurrences(lines, featurizer, max_occurrences, max_seq_length):
 
 
 def replacer(replacement, vocab, seed):
-  """replace(piece id, row, slot) -> the id the scored word's piece becomes.
+  """replace() -> the id the next scored piece becomes.
 
   MASK: [MASK], as BERT's masked LM reads a masked word (Google's checkpoints). RANDOM: a
   random entry of the vocabulary that is no special token, as the 10% of BERT's and
@@ -111,16 +113,16 @@ def replacer(replacement, vocab, seed):
   """
   if replacement == MASK:
     mask_id = vocab["[MASK]"]
-    return lambda piece, row, slot: mask_id
+    return lambda: mask_id
   ordinary = np.array(sorted(i for token, i in vocab.items()
                              if not word_freq.is_special_entry(token)), np.int64)
   rng = np.random.RandomState(seed)
-  return lambda piece, row, slot: int(ordinary[rng.randint(len(ordinary))])
+  return lambda: int(ordinary[rng.randint(len(ordinary))])
 
 
 def _batch(items, cls_id, sep_id, replace):
   """Feature arrays for a list of (ids, start, end): the word's pieces (at most
-  MAX_WORD_PIECES) replaced by replace(piece id, row, slot), [CLS] ids [SEP], zero-padded to
+  MAX_WORD_PIECES) replaced by replace(), [CLS] ids [SEP], zero-padded to
   the longest row.
 
   Returns:
@@ -142,30 +144,28 @@ def _batch(items, cls_id, sep_id, replace):
       features["masked_lm_positions"][row, slot] = position
       features["masked_lm_ids"][row, slot] = sequence[position]
       features["masked_lm_weights"][row, slot] = 1.0
-      sequence[position] = replace(sequence[position], row, slot)
+      sequence[position] = replace()
     features["input_ids"][row, :len(sequence)] = sequence
     features["input_mask"][row, :len(sequence)] = 1
   return features
 
 
-def check_head(checkpoint, variables, bert_dir):
-  """Raises InputError when `checkpoint` lacks one of `variables` (the masked-LM graph's) or
-  holds it in another shape."""
+def check_head(checkpoint, bert_config, variables, bert_dir):
+  """Raises InputError when `checkpoint` does not fit bert_config (checkpoints.
+  check_checkpoint_fits) or lacks one of `variables` (the masked-LM graph's)."""
+  what = "--bert_dir=%s" % bert_dir
+  checkpoints.check_checkpoint_fits(checkpoint, bert_config, what,
+                                    config_source="its bert_config.json")
   saved = dict(tf.train.list_variables(checkpoint))
   missing = [v.op.name for v in variables if v.op.name not in saved]
   if missing:
     head = [name for name in missing if name.startswith("cls/")]
     raise InputError(
-        "--bert_dir=%s: its checkpoint lacks %d of the model's variables (%s%s)%s" % (
-            bert_dir, len(missing), missing[0], ", ..." if len(missing) > 1 else "",
+        "%s: its checkpoint lacks %d of the model's variables (%s%s)%s" % (
+            what, len(missing), missing[0], ", ..." if len(missing) > 1 else "",
             ": it has no masked-LM head (an encoder converted without it, like "
             "all-MiniLM-L6-v2?), so it cannot score words; use a general word list "
             "(--general_word_freq=vocab|jieba|FILE) instead" if head else ""))
-  for v in variables:
-    if list(saved[v.op.name]) != v.shape.as_list():
-      raise InputError("--bert_dir=%s: %s is %s in its checkpoint but %s by its "
-                       "bert_config.json" % (bert_dir, v.op.name, saved[v.op.name],
-                                             v.shape.as_list()))
 
 
 class WordScorer(object):
@@ -193,7 +193,7 @@ class WordScorer(object):
       self.word_loss = -tf.reduce_sum(log_prob * weights, axis=1) / tf.reduce_sum(weights,
                                                                                   axis=1)
       variables = tf.global_variables()
-      check_head(checkpoint, variables, bert_dir)
+      check_head(checkpoint, bert_config, variables, bert_dir)
       self.session = tf.Session(graph=self.graph)
       tf.train.Saver(variables).restore(self.session, checkpoint)
 
@@ -236,11 +236,8 @@ class WordScorer(object):
 
 
 def word_text(unit, tokenizer):
-  """A word's text from its piece ids, as the tokenizer reads it back: "##" marks and
-  SentencePiece word-start marks dropped, pieces joined."""
-  tokens = tokenizer.convert_ids_to_tokens(list(unit))
-  return "".join(t[2:] if t.startswith("##") else t for t in tokens).replace(
-      "\u2581", "")
+  """A word's text from its piece ids, as the tokenizer reads it back."""
+  return tokenization.detokenize(tokenizer.convert_ids_to_tokens(list(unit)))
 
 
 def loss_ranks(losses):
@@ -267,4 +264,3 @@ def score_lines(word_losses, tokenizer):
   ordered = sorted(zip(scores, rows.items()), key=lambda item: (-item[0], item[1][0]))
   return ["%s\t%.6f\t%.4f\t%d" % (word, score, loss, count)
           for score, (word, (loss, count)) in ordered]
-

@@ -100,8 +100,6 @@ def run(**options):
   if len(vocab) != bert_config.vocab_size:
     raise InputError("--bert_dir=%s: vocab.txt has %d entries but bert_config.json says "
                      "vocab_size=%d" % (opts["bert_dir"], len(vocab), bert_config.vocab_size))
-  if "[MASK]" not in vocab:
-    raise InputError("--bert_dir=%s: vocab.txt has no [MASK] token" % opts["bert_dir"])
   scorer = word_loss.WordScorer(bert_config, checkpoint, opts["bert_dir"])
   start = time.time()
   found = word_loss.occurrences(

@@ -6,6 +6,7 @@ bad inputs."""
 
 import os
 import re
+import shutil
 import sys
 
 import numpy as np
@@ -95,7 +96,7 @@ def test_the_word_the_head_predicts_scores_lowest_whatever_the_batch(tmp_path):
 
 
 def test_the_batch_masks_every_piece_of_the_word_and_labels_them():
-  mask = lambda piece, row, slot: 99
+  mask = lambda: 99
   features = word_loss._batch([([7, 8, 9, 10], 1, 3), ([11], 0, 1)], 2, 3, mask)
   assert features["input_ids"].tolist() == [[2, 7, 99, 99, 10, 3], [2, 99, 3, 0, 0, 0]]
   assert features["input_mask"].tolist() == [[1] * 6, [1, 1, 1, 0, 0, 0]]
@@ -107,7 +108,7 @@ def test_the_batch_masks_every_piece_of_the_word_and_labels_them():
   drawn = []
   for _ in range(2):
     replace = word_loss.replacer(word_loss.RANDOM, vocab, 7)
-    drawn.append([replace(0, 0, slot) for slot in range(200)])
+    drawn.append([replace() for _ in range(200)])
   assert drawn[0] == drawn[1]
   assert min(drawn[0]) == VOCAB.index(".") and len(set(drawn[0])) == len(VOCAB) - 5
 
@@ -154,11 +155,20 @@ def test_a_checkpoint_without_its_masked_lm_head_is_one_error_before_any_work(tm
       (dict(replacement="bogus"), "--replacement=bogus: expected one of mask|random"),
       (dict(max_occurrences=0), "--max_occurrences"),
       (dict(max_seq_length=999), "--max_seq_length=999: expected 3 to 64"),
-      (dict(bert_dir=str(tmp_path)), "vocab.txt is missing")):
+      (dict(bert_dir=str(tmp_path)), "vocab.txt is missing"),
+      (dict(bert_dir=_other_config(tmp_path, bert)), "does its bert_config.json belong")):
     with pytest.raises(InputError, match=re.escape(message)):
       build_word_loss.run(**dict(dict(bert_dir=bert, input_file=str(text),
                                       output_file=str(out), max_seq_length=32), **options))
   assert not out.exists()
+
+
+def _other_config(tmp_path, bert):
+  """A copy of the folder `bert` whose config says hidden_size 32 (its weights have 16)."""
+  folder = tmp_path / "other_config"
+  shutil.copytree(bert, str(folder))
+  write_tiny_bert_config(folder / "bert_config.json", len(VOCAB), hidden_size=32)
+  return str(folder)
 
 
 def _scores_file(path, vocab, body):
