@@ -37,6 +37,7 @@ import modeling
 from pretraining import corpus
 from pretraining import word_freq
 from pretraining import word_loss
+import tokenization
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 # (kind, name, default, help); defined only when run as a script.
@@ -97,9 +98,7 @@ def run(**options):
       do_lower_case=opts["do_lower_case"], masking="whole_word",
       chinese_word_segmenter=opts["chinese_word_segmenter"]))
   vocab = featurizer.tokenizer.vocab
-  if len(vocab) != bert_config.vocab_size:
-    raise InputError("--bert_dir=%s: vocab.txt has %d entries but bert_config.json says "
-                     "vocab_size=%d" % (opts["bert_dir"], len(vocab), bert_config.vocab_size))
+  tokenization.require_vocab_size(vocab_file, vocab, bert_config.vocab_size, config_file)
   scorer = word_loss.WordScorer(bert_config, checkpoint, opts["bert_dir"])
   start = time.time()
   found = word_loss.occurrences(

@@ -156,7 +156,9 @@ def test_a_checkpoint_without_its_masked_lm_head_is_one_error_before_any_work(tm
       (dict(max_occurrences=0), "--max_occurrences"),
       (dict(max_seq_length=999), "--max_seq_length=999: expected 3 to 64"),
       (dict(bert_dir=str(tmp_path)), "vocab.txt is missing"),
-      (dict(bert_dir=_other_config(tmp_path, bert)), "does its bert_config.json belong")):
+      (dict(bert_dir=_other_config(tmp_path, bert)), "does its bert_config.json belong"),
+      (dict(bert_dir=_longer_vocab(tmp_path, bert)),
+       "has %d entries but vocab_size=%d" % (len(VOCAB) + 1, len(VOCAB)))):
     with pytest.raises(InputError, match=re.escape(message)):
       build_word_loss.run(**dict(dict(bert_dir=bert, input_file=str(text),
                                       output_file=str(out), max_seq_length=32), **options))
@@ -168,6 +170,14 @@ def _other_config(tmp_path, bert):
   folder = tmp_path / "other_config"
   shutil.copytree(bert, str(folder))
   write_tiny_bert_config(folder / "bert_config.json", len(VOCAB), hidden_size=32)
+  return str(folder)
+
+
+def _longer_vocab(tmp_path, bert):
+  """A copy of the folder `bert` whose vocab.txt has one entry more than its config says."""
+  folder = tmp_path / "longer_vocab"
+  shutil.copytree(bert, str(folder))
+  (folder / "vocab.txt").write_text("\n".join(VOCAB + ["extra"]) + "\n", encoding="utf-8")
   return str(folder)
 
 
