@@ -21,6 +21,7 @@ predicates, so the graph classifies every character exactly as the tokenizer it 
 """
 
 import functools
+import itertools
 import unicodedata
 
 import tensorflow as tf
@@ -34,25 +35,33 @@ _UNMAPPED = "\x00"
 
 
 def _code_points():
-  """Every Unicode scalar value."""
-  return (c for c in range(_MAX_CODE_POINT + 1) if not 0xD800 <= c <= 0xDFFF)
+  """Every Unicode scalar value, as an iterable of ints."""
+  return itertools.chain(range(0xD800), range(0xE000, _MAX_CODE_POINT + 1))
+
+
+def _ranges_class(code_points):
+  """An RE2 character class "[...]" of `code_points` (ascending ints)."""
+  ranges = []
+  for c in code_points:
+    if ranges and c == ranges[-1][1] + 1:
+      ranges[-1][1] = c
+    else:
+      ranges.append([c, c])
+  return "[%s]" % "".join(r"\x{%X}" % a if a == b else r"\x{%X}-\x{%X}" % (a, b)
+                          for a, b in ranges)
 
 
 @functools.lru_cache(maxsize=None)
 def _regex_class(predicate):
   """An RE2 character class "[...]" of the code points c for which predicate(chr(c)) holds."""
-  ranges, start, previous = [], None, None
-  for c in _code_points():
-    if predicate(chr(c)):
-      if start is None or c != previous + 1:
-        if start is not None:
-          ranges.append((start, previous))
-        start = c
-      previous = c
-  if start is not None:
-    ranges.append((start, previous))
-  return "[%s]" % "".join(r"\x{%X}" % a if a == b else r"\x{%X}-\x{%X}" % (a, b)
-                          for a, b in ranges)
+  # filter() and map() walk the 1.1M code points in C: only the predicate runs in Python.
+  return _ranges_class(map(ord, filter(predicate, map(chr, _code_points()))))
+
+
+def _cjk_class():
+  """The class of tokenization's CJK ideograph ranges (BasicTokenizer._is_chinese_char)."""
+  return _ranges_class(sorted(set(itertools.chain.from_iterable(
+      range(low, high + 1) for low, high in tokenization._CJK_RANGES))))  # pylint: disable=protected-access
 
 
 def _is_dropped(char):
@@ -60,19 +69,20 @@ def _is_dropped(char):
   return char in ("\x00", "\ufffd") or tokenization._is_control(char)  # pylint: disable=protected-access
 
 
-def _is_cjk(char):
-  return any(low <= ord(char) <= high for low, high in tokenization._CJK_RANGES)  # pylint: disable=protected-access
-
-
 def _strip_accents(char):
   """What BasicTokenizer._run_strip_accents makes of one (lower-cased) character."""
   return "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
 
 
+def _may_lose_accents(char):
+  """Whether _strip_accents can change `char`: it decomposes under NFD or is itself a mark."""
+  return not unicodedata.is_normalized("NFD", char) or unicodedata.category(char) == "Mn"
+
+
 @functools.lru_cache(maxsize=None)
 def _accent_pairs():
   """(characters, replacements): every character that _strip_accents changes."""
-  pairs = [(chr(c), _strip_accents(chr(c))) for c in _code_points()]
+  pairs = [(c, _strip_accents(c)) for c in filter(_may_lose_accents, map(chr, _code_points()))]
   pairs = [(c, s) for c, s in pairs if c != s]
   return [c for c, _ in pairs], [s for _, s in pairs]
 
@@ -111,7 +121,7 @@ class GraphTokenizer(tf.Module):
     self._tokens_by_id = tf.constant(tokens_by_id)
     self._dropped = _regex_class(_is_dropped)
     self._whitespace = _regex_class(tokenization._is_whitespace)  # pylint: disable=protected-access
-    self._cjk = _regex_class(_is_cjk)
+    self._cjk = _cjk_class()
     self._split = _regex_class(str.isspace)  # str.split() separators (whitespace_tokenize)
     self._punctuation = _regex_class(tokenization._is_punctuation)  # pylint: disable=protected-access
     self._spaced_script = _regex_class(tokenization.is_spaced_script_char)
