@@ -17,7 +17,9 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CHINESE_VOCAB = os.path.join(REPO_ROOT, "vocab", "chinese_vocab.txt")
 ENGLISH_VOCAB = os.path.join(REPO_ROOT, "vocab", "english_uncased_vocab.txt")
 HOSTED_SCRIPTS = ("run_classifier_mgpu.py", "run_pretraining_mgpu.py", "run_rewrite_finetune.py",
-                  "convert_to_hf.py", "convert_hf_checkpoint.py",
+                  "convert_to_hf.py", "convert_hf_checkpoint.py", "build_saved_model.py",
+                  os.path.join("scripts", "build_word_loss.py"),
+                  os.path.join("scripts", "build_domain_vocab.py"),
                   os.path.join("tests", "multiworker_case.py"),
                   os.path.join("benchmarks", "placement_audit.py"))
 _HOST = []  # The session's ScriptHost, started by the first hosted run.
