@@ -169,10 +169,10 @@ class GraphTokenizer(tf.Module):
     Each loop iteration takes one piece off the front of every unfinished word: it looks up
     the candidates of 1..max_token_chars characters (as "##" pieces after the first piece) and
     keeps the longest one in the vocabulary. A word with no matching candidate, or longer than
-    max_word_chars, becomes one [UNK].
+    max_word_chars, becomes one [UNK]. An iteration writes one [words] column of pieces, so
+    the work and memory follow the most pieces a word takes, not the longest word's length.
     """
     lengths = tf.strings.length(words, unit="UTF8_CHAR")
-    max_pieces = tf.minimum(tf.reduce_max(tf.concat([lengths, [0]], 0)), self.max_word_chars)
     widths = tf.range(1, self._max_token_chars + 1)
 
     def body(step, start, failed, pieces):
@@ -189,17 +189,20 @@ class GraphTokenizer(tf.Module):
       fits = positions + sizes <= tf.gather(lengths, alive)[:, tf.newaxis]
       width = tf.reduce_max(tf.where((ids >= 0) & fits, sizes, 0), axis=1)  # 0: no match
       piece = tf.gather(ids, tf.maximum(width - 1, 0), batch_dims=1)
-      slots = tf.stack([alive, tf.fill(tf.shape(alive), tf.cast(step, tf.int64))], axis=1)
       # Pieces are stored as id + 1 so that 0 marks an empty slot.
-      pieces = tf.tensor_scatter_nd_update(pieces, slots, tf.where(width > 0, piece + 1, 0))
+      column = tf.scatter_nd(alive[:, tf.newaxis], tf.where(width > 0, piece + 1, 0),
+                             tf.shape(lengths, out_type=tf.int64))
       return (step + 1, tf.tensor_scatter_nd_add(start, alive[:, tf.newaxis], width),
               tf.tensor_scatter_nd_update(failed, alive[:, tf.newaxis], tf.equal(width, 0)),
-              pieces)
+              pieces.write(step, column))
 
-    _, _, failed, pieces = tf.while_loop(
+    # Column 0 is empty: the stack is never of zero columns (no words, or none to split).
+    columns = tf.TensorArray(tf.int32, size=1, dynamic_size=True).write(
+        0, tf.zeros_like(lengths))
+    _, _, failed, columns = tf.while_loop(
         lambda step, start, failed, pieces: tf.reduce_any((start < lengths) & ~failed),
-        body, (0, tf.zeros_like(lengths), lengths > self.max_word_chars,
-               tf.zeros(tf.stack([tf.size(words), max_pieces]), tf.int32)))
+        body, (1, tf.zeros_like(lengths), lengths > self.max_word_chars, columns))
+    pieces = tf.transpose(columns.stack())  # [words, 1 + iterations]
     pieces = tf.where(failed[:, tf.newaxis], 0, pieces)
     unk = tf.where(failed, self.unk_id + 1, 0)[:, tf.newaxis]
     pieces = tf.concat([unk, pieces], axis=1)
