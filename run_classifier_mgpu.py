@@ -160,7 +160,8 @@ def check_modes():
 class Task(object):
   """What the phases of a classification run share, read and checked before any training.
 
-  Attributes: setup (run_setup.RunSetup), bert_config, tokenizer, tokenizer_digest, processor,
+  Attributes: setup (run_setup.RunSetup), dev_metrics (checkpoint -> eval_results.txt's
+  metrics on the dev set), bert_config, tokenizer, tokenizer_digest, processor,
   label_list, class_weights (None or a list, one weight per label), doc_stride, sliding
   (--long_text=sliding), input_layout, and per split ("train", "dev", "predict"): examples,
   record_files, rows (examples, or windows with --long_text=sliding) and, with sliding
@@ -174,6 +175,8 @@ class Task(object):
     --max_seq_length ...) are checked here, once run_setup has adopted them.
     """
     self.setup = setup
+    # The final --do_eval reuses the evaluation of the same checkpoint made during training.
+    self.dev_metrics = run_helpers.reuse_last_evaluation(self._dev_metrics)
     common_flags.check_periodic_eval_flags()
     self.class_weights = weighting.parse(FLAGS.class_weights)
     self.doc_stride = check_long_text_flags()
@@ -273,7 +276,7 @@ class Task(object):
     return windows.document_outputs(outputs, self.doc_index[split], len(self.examples[split]),
                                     FLAGS.window_pooling, label_ids)
 
-  def dev_metrics(self, checkpoint):
+  def _dev_metrics(self, checkpoint):
     """eval_results.txt's metrics of `checkpoint` on the dev set."""
     label_map = {label: i for i, label in enumerate(self.label_list)}
     label_ids = np.array([label_map[e.label] for e in self.examples["dev"]])

@@ -238,9 +238,10 @@ def dev_scores(rewriter, checkpoint, path, rows):
   return results, rewrites
 
 
-def evaluate(rewriter, checkpoint, path, rows):
-  """Decodes dev.tsv and writes eval_results.txt and eval_predictions.tsv."""
-  results, rewrites = dev_scores(rewriter, checkpoint, path, rows)
+def evaluate(rewriter, checkpoint, rows, scores):
+  """Writes eval_results.txt and eval_predictions.tsv of dev.tsv's `rows` from
+  `scores`(checkpoint) (dev_scores)."""
+  results, rewrites = scores(checkpoint)
   output_dir = rewriter.setup.output_dir
   run_helpers.write_results(
       os.path.join(output_dir, "eval_results.txt"), results,
@@ -345,13 +346,12 @@ def read_data(setup):
   return rewriter, inputs
 
 
-def train(rewriter, inputs):
-  """Fine-tunes on train.tsv, evaluating on dev.tsv during training with
+def train(rewriter, inputs, scores):
+  """Fine-tunes on train.tsv, evaluating on dev.tsv (`scores`: dev_scores) during training with
   --eval_every_n_steps."""
   path, rows = inputs["train"]
   rewriter.train(rewriter.records("train", path, rows), len(rows), run_helpers.periodic_eval(
-      rewriter.setup,
-      lambda checkpoint: dev_scores(rewriter, checkpoint, *inputs["dev"])[0]))
+      rewriter.setup, lambda checkpoint: scores(checkpoint)[0]))
 
 
 def main(_):
@@ -361,10 +361,13 @@ def main(_):
   if setup is None:  # It served the chief's graph, or has no part in this run.
     return
   rewriter, inputs = read_data(setup)
+  # The final --do_eval reuses the evaluation of the same checkpoint made during training.
+  scores = run_helpers.reuse_last_evaluation(
+      lambda checkpoint: dev_scores(rewriter, checkpoint, *inputs["dev"]))
   if FLAGS.do_pretrain_rewrite:
     pretrain_rewrite(rewriter, inputs["corpus"][0])
   if FLAGS.do_train:
-    train(rewriter, inputs)
+    train(rewriter, inputs, scores)
   if not setup.is_chief:  # The chief exports, evaluates, predicts and ranks.
     return
   if FLAGS.do_pretrain_rewrite:
@@ -373,7 +376,7 @@ def main(_):
     checkpoint = run_helpers.eval_checkpoint(setup)
     logging.info("Decoding with %s", checkpoint)
     if FLAGS.do_eval:  # As the classifier: --eval_every_n_steps alone evaluates in training only.
-      evaluate(rewriter, checkpoint, *inputs["dev"])
+      evaluate(rewriter, checkpoint, inputs["dev"][1], scores)
     if "test" in inputs:
       predict(rewriter, checkpoint, *inputs["test"])
     if "rank" in inputs:

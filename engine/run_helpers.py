@@ -5,12 +5,14 @@ into what each phase of a run script's main uses: the config and tokenizer, chec
 checkpoints (`load_config_and_tokenizer`); the run's identity in run_info.json and the check of a
 rerun against it (`run_identity`, `check_run_info`); the training schedule and spec
 (`epoch_schedule`, `train_spec`); record input functions with the length options
-(`record_input_fn`); evaluation during training (`periodic_eval`); the checkpoint that eval,
+(`record_input_fn`); evaluation during training (`periodic_eval`) and its reuse by the final
+--do_eval (`reuse_last_evaluation`); the checkpoint that eval,
 predict and export use (`eval_checkpoint`); where predictions and eval results go
 (`predict_output`, `write_results`); what an export needs of the model (`model_files`).
 """
 
 import collections
+import copy
 import os
 import sys
 
@@ -61,6 +63,23 @@ def periodic_eval(setup, evaluate_fn):
   return periodic_eval_lib.PeriodicEval(evaluate_fn, FLAGS.eval_every_n_steps, FLAGS.best_metric,
                                         setup.output_dir, FLAGS.keep_best,
                                         FLAGS.early_stopping_patience)
+
+
+def reuse_last_evaluation(evaluate_fn):
+  """evaluate_fn(checkpoint) that answers again, from memory, for the checkpoint it was last
+  asked about: a run that evaluated its final checkpoint during training (--eval_every_n_steps)
+  does not go over the dev set a second time for --do_eval. Each answer is a copy."""
+  last = {}
+
+  def evaluate(checkpoint):
+    if checkpoint in last:
+      logging.info("Evaluation of %s: the one made during training", checkpoint)
+    else:
+      last.clear()
+      last[checkpoint] = evaluate_fn(checkpoint)
+    return copy.deepcopy(last[checkpoint])
+
+  return evaluate
 
 
 def eval_checkpoint(setup):

@@ -138,3 +138,7 @@ def test_balanced_training_keeps_the_best_macro_f1(tmp_path):
   assert sorted(scores) == [4, 8]
   assert abs(float(best["macro_f1"]) - max(scores.values())) < 1e-5
   assert (out / "best" / ("model.ckpt-%s.index" % best["global_step"])).exists()
+  # --do_eval's results are the evaluation of step 8 made during training, not a second pass.
+  assert "model.ckpt-8: the one made during training" in proc.stderr, proc.stderr[-3000:]
+  final = dict(l.split(" = ") for l in (out / "eval_results.txt").read_text().splitlines())
+  assert int(final["global_step"]) == 8 and abs(float(final["macro_f1"]) - scores[8]) < 1e-6

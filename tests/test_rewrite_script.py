@@ -81,6 +81,8 @@ def test_learns_synthetic_rule_through_the_script(tmp_path):
   results = _read_results(os.path.join(output_dir, "eval_results.txt"))
   assert float(results["exact_match"]) >= 95.0, results
   assert int(results["global_step"]) == 1000
+  # --do_eval reuses the evaluation of step 1000 made during training (no second decoding).
+  assert "model.ckpt-1000: the one made during training" in result.stderr
 
   # Evaluation during training: the curve, and the best step's checkpoint kept apart.
   with open(os.path.join(output_dir, "eval_history.tsv"), encoding="utf-8") as f:
