@@ -15,7 +15,8 @@ Only core TensorFlow ops are used (regex, string, lookup-table and control-flow 
 SavedModel holding this tokenizer loads in any TensorFlow runtime with no custom op library:
 tf.saved_model.load, saved_model_cli, TensorFlow Serving. The character classes of steps 1-4
 are generated at export time from Python's unicodedata through tokenization.py's own
-predicates, so the graph classifies every character exactly as the tokenizer it mirrors.
+predicates (and its CJK ranges), so the graph classifies every character exactly as the
+tokenizer it mirrors.
 
 `GraphTokenizer.detokenize` is rewrite_data.ids_to_text in the graph.
 """
