@@ -119,6 +119,20 @@ LONGEST_FIRST = ["test_faults.py", "test_export.py", "test_pipeline.py", "test_m
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "fast: the fast tier (bash scripts/test.sh --fast)")
+  config.addinivalue_line("markers", "graph_math: compares the values of graphs built two "
+                          "ways; its Sessions run without Grappler (tests/graph_math.py)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  """A `graph_math` test runs (its fixtures' set-up and teardown too) without Grappler."""
+  del nextitem
+  if item.get_closest_marker("graph_math"):
+    import graph_math  # pylint: disable=g-import-not-at-top
+    with graph_math.grappler_off():
+      yield
+  else:
+    yield
 
 
 def pytest_collection_modifyitems(config, items):

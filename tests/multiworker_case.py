@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 from engine import training
+import graph_math
 import modeling
 from parallel import cluster as cluster_lib
 import tower_utils
@@ -216,15 +217,20 @@ def main():
   if args.chief_leaves:
     chief_leaves(cluster, args.chief_leaves, args.timeout_s)
     return
-  init_values = dict(np.load(args.init))
+  with graph_math.grappler_off():  # The cases compare values (tests/graph_math.py).
+    run_cases(cluster, dict(np.load(args.init)), args.out)
+
+
+def run_cases(cluster, init_values, out_dir):
+  """Runs every case in this process's part; saves what it saw in out_dir (see main)."""
   for reduction, accum, stages in CASES:
     out = run(reduction, accum, cluster, init_values, stages)
-    np.savez(os.path.join(args.out, "%s_%d_%d_task%d.npz" % (reduction, accum, stages,
+    np.savez(os.path.join(out_dir, "%s_%d_%d_task%d.npz" % (reduction, accum, stages,
                                                              cluster.rank)), **out)
   for reduction, accum, placement in ONE_F_ONE_B_CASES:
     if placement == "intra_first":
       out = run(reduction, accum, cluster, init_values, 2, schedule="1f1b")
-      np.savez(os.path.join(args.out, "%s_%d_1f1b_task%d.npz" % (reduction, accum,
+      np.savez(os.path.join(out_dir, "%s_%d_1f1b_task%d.npz" % (reduction, accum,
                                                                    cluster.rank)), **out)
   config = tower_utils.session_config(TOWERS_TOTAL // cluster.num_processes, cluster=cluster)
   inter_first = [case + ("gpipe",) for case in INTER_FIRST_CASES] + [
@@ -239,7 +245,7 @@ def main():
         2, pipeline_stages=2, cluster=in_graph, placement="inter_first"), {}, {})
     out = run(reduction, accum, in_graph, init_values, stages, "inter_first", schedule)
     cluster_lib.release_tasks(in_graph, config)
-    np.savez(os.path.join(args.out, "%s_%d_%d_inter_first%s.npz" % (
+    np.savez(os.path.join(out_dir, "%s_%d_%d_inter_first%s.npz" % (
         reduction, accum, stages, "_1f1b" if schedule == "1f1b" else "")), **out)
 
 

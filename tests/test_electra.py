@@ -183,6 +183,7 @@ def _one_update(n_towers, batch, start_values=None):
                                        n_towers, batch, start_values)
 
 
+@pytest.mark.graph_math
 def test_two_towers_train_like_one_tower_with_the_whole_batch():
   batch = _batch(rows=4, seed=3)
   loss_1, start, after_1 = _one_update(1, batch)

@@ -74,6 +74,7 @@ def _waits_for(op, gate):
   return False
 
 
+@pytest.mark.graph_math
 @pytest.mark.parametrize("schedule,micro", [("gpipe", 2), ("1f1b", 4)])
 def test_two_stages_update_like_the_unsplit_electra(unsplit, schedule, micro):
   spec = tower_utils.parallel_spec(1, pipeline_stages=2, num_micro_batches=micro,
@@ -115,6 +116,7 @@ def test_two_stages_update_like_the_unsplit_electra(unsplit, schedule, micro):
     waited = [later for later in (2, 3) if _waits_for(gather, gates[(0, later)])]
     assert (m in waited) == (m >= 2) and max(waited + [m]) == m, (gather.name, waited)
 
+@pytest.mark.graph_math
 def test_two_towers_of_two_stages_with_recomputation_update_like_the_unsplit_electra(unsplit):
   """2 towers x 2 stages, 2 micro-batches, --recompute=layer (both models' layers)."""
   spec = tower_utils.parallel_spec(2, pipeline_stages=2, num_micro_batches=2, recompute="layer")

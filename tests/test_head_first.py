@@ -96,6 +96,7 @@ def _trajectory(spec, updates, new_parts=MLM_HEAD):
     dict(precision="fp16"),
     dict(precision="bf16"),
 ])
+@pytest.mark.graph_math
 def test_restored_weights_stay_still_while_the_new_head_learns(layout):
   hold, values = _trajectory(_spec(head_first_steps=HEAD_STEPS, **layout), HEAD_STEPS + 2)
   assert hold.until_step == HEAD_STEPS and NEW not in hold.names and HELD in hold.names
@@ -110,6 +111,7 @@ def test_restored_weights_stay_still_while_the_new_head_learns(layout):
     assert np.any(values[step][2])
 
 
+@pytest.mark.graph_math
 def test_without_new_parts_the_update_is_the_plain_one():
   hold, held_first = _trajectory(_spec(), 2, new_parts=0)
   assert hold is None
@@ -120,6 +122,7 @@ def test_without_new_parts_the_update_is_the_plain_one():
       np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.graph_math
 def test_the_schedule_starts_again_after_the_phase():
   """H = 10, warm-up 4, 30 steps: the head warms up over 4 and holds the peak until 10; then the
   stock schedule over the 20 steps left (warm-up 4, decay to 0 at 30)."""

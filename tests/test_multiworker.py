@@ -16,6 +16,10 @@ import script_runner
 import tower_utils
 
 
+# Every case compares values: its Sessions, here and in the worker processes, run without
+# Grappler (tests/graph_math.py; test_multiworker_scripts.py trains the same way with it).
+pytestmark = pytest.mark.graph_math
+
 _NOT_NUMBERS = ("checksums", "devices", "variable_devices")
 
 

@@ -115,6 +115,7 @@ def pretraining_reference():
                      tower_utils.parallel_spec(1))
 
 
+@pytest.mark.graph_math
 @pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 1), (3, 4)])
 def test_stages_and_micro_batches_update_like_the_unsplit_classifier(unsplit_by_rows,
                                                                      stages, micro):
@@ -149,6 +150,7 @@ def test_stages_and_micro_batches_update_like_the_unsplit_classifier(unsplit_by_
   assert len(gathers) == micro and all(op.device == table_device for op in gathers)
 
 
+@pytest.mark.graph_math
 @pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 2)])
 def test_pretraining_heads_with_the_tied_embedding_update_like_the_unsplit_model(
     pretraining_reference, stages, micro):
@@ -166,6 +168,7 @@ def test_pretraining_heads_with_the_tied_embedding_update_like_the_unsplit_model
   assert tables[0].device == strategy.tower_stages[0][plan.word_embedding_stage]
 
 
+@pytest.mark.graph_math
 @pytest.mark.parametrize("reduction", ["shared", "allreduce"])
 def test_two_stages_times_two_replicas_update_like_one_tower(unsplit_by_rows, reduction):
   spec = tower_utils.parallel_spec(2, reduction=reduction, pipeline_stages=2, num_micro_batches=2)
@@ -281,6 +284,7 @@ def _assert_1f1b_gates(graph, stages, micro, towers):
 
 # 2 and 3 stages, 4 and 6 micro-batches, 1 and 2 towers (6 micro-batches of one tower, at 2 or
 # 3 stages, repeated what these three cover: 22 s of the suite).
+@pytest.mark.graph_math
 @pytest.mark.parametrize("stages,micro,towers", [(2, 4, 1), (3, 4, 1), (3, 6, 2)])
 def test_1f1b_updates_like_the_unsplit_model(unsplit_by_rows, stages, micro, towers):
   """The 1F1B schedule gives the unsplit model's update, with its gates where it promises."""
@@ -293,6 +297,7 @@ def test_1f1b_updates_like_the_unsplit_model(unsplit_by_rows, stages, micro, tow
   _assert_1f1b_gates(run[4], stages, micro, towers)
 
 
+@pytest.mark.graph_math
 def test_1f1b_with_loss_scaling_updates_like_gpipe_which_has_no_gates(unsplit_by_rows):
   """2 towers x 2 stages x 3 micro-batches (2 rows each) under both schedules, 1F1B with fp16's
   loss scaling (every micro-batch's backward pass differentiates the scaled loss and the summed

@@ -61,6 +61,7 @@ def _kept_for_backward(graph):
   return kept
 
 
+@pytest.mark.graph_math
 @pytest.mark.parametrize("config_name, n_towers", [("no_dropout", 1), ("dropout", 1),
                                                    ("dropout", 2)])
 def test_layer_recompute_updates_like_no_recompute(config_name, n_towers):
@@ -78,6 +79,7 @@ def test_layer_recompute_updates_like_no_recompute(config_name, n_towers):
                          ["output_weights"])
 
 
+@pytest.mark.graph_math
 def test_dropout_is_on_and_the_same_mask_is_replayed():
   """With dropout the loss differs from the dropout-free one (so the masks act), yet the
   recomputed backward pass reproduces the forward masks (same gradients as above)."""
@@ -88,6 +90,7 @@ def test_dropout_is_on_and_the_same_mask_is_replayed():
   assert changed > 1e-3, changed
 
 
+@pytest.mark.graph_math
 def test_recompute_with_pipeline_stages_and_bfloat16():
   plain = _plain("no_dropout", dtype=tf.bfloat16)
   piped = _update(CONFIG, "layer", dtype=tf.bfloat16, start=plain[2], pipeline_stages=2,
@@ -102,6 +105,7 @@ def test_recompute_with_pipeline_stages_and_bfloat16():
   _assert_same_update(plain, unsplit)
 
 
+@pytest.mark.graph_math
 def test_recompute_with_pipeline_stages_updates_like_the_unsplit_model():
   plain = _plain("no_dropout")
   piped = _update(CONFIG, "layer", start=plain[2], pipeline_stages=2, num_micro_batches=2,
@@ -149,6 +153,7 @@ def test_recompute_lowers_the_measured_peak_memory():
   assert peaks["layer"] < 0.5 * peaks["none"], peaks
 
 
+@pytest.mark.graph_math
 def test_pretraining_heads_with_recompute_update_like_without():
   """The masked-LM and NSP heads (the tied word table) of run_pretraining_mgpu.py's tower."""
   from test_pipeline import _pretraining_tower, pretraining_batch, ROWS

@@ -131,6 +131,7 @@ def _tokens(output_ids):
   return rows
 
 
+@pytest.mark.graph_math
 def test_cached_greedy_equals_full_recompute(model):
   output_ids, scores = model.decode(0, SOURCES)
   expected = model.full_recompute_greedy(SOURCES)

@@ -115,6 +115,7 @@ def _one_update(n_towers, batch, start_values=None):
       start_values)
 
 
+@pytest.mark.graph_math
 def test_n_towers_train_like_one_tower_with_the_whole_batch():
   batch = _batch()
   loss_1, start, after_1 = _one_update(1, batch)

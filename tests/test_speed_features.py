@@ -81,6 +81,7 @@ def one_tower_run():
     # Three towers on two devices (as with more towers than GPUs): towers 0 and 2 share a copy.
     ("allreduce", ["/device:CPU:0", "/device:CPU:1", "/device:CPU:0"], 2),
 ])
+@pytest.mark.graph_math
 def test_reductions_and_accumulation_equal_one_tower_with_the_whole_batch(
     one_tower_run, monkeypatch, reduction, devices, accum):
   monkeypatch.setattr(tower_utils, "process_devices", lambda n, cluster=None: list(devices))
@@ -128,6 +129,7 @@ def test_allreduce_replicas_live_on_their_devices_and_packs_follow_variable_orde
   assert collective.pack_plan([3, None, 5, 2, 10, 1], 6) == [[0, 2], [3, 4], [5]]
 
 
+@pytest.mark.graph_math
 @pytest.mark.parametrize("dtype,atol", [(tf.float16, 2e-2), (tf.bfloat16, 6e-2)])
 def test_mixed_precision_model_keeps_float32_variables_outputs_and_gradients(dtype, atol):
   data = _data()
@@ -153,6 +155,7 @@ def test_mixed_precision_model_keeps_float32_variables_outputs_and_gradients(dty
   np.testing.assert_allclose(got, want, atol=atol, rtol=0)
 
 
+@pytest.mark.graph_math
 @pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
 def test_fused_gelu_equals_gelu_and_its_gradient(dtype):
   x = np.linspace(-6.0, 6.0, 2001).astype(np.float32)
@@ -191,6 +194,7 @@ def test_training_in_16_bits_fuses_gelu_and_nothing_else_changes(dtype, is_train
   assert all(op.get_attr("T") == (tf.float32 if fused else dtype) for op in tanh)
 
 
+@pytest.mark.graph_math
 def test_loss_scaling_skips_non_finite_updates_and_adapts_the_scale():
   with tf.Graph().as_default(), tf.Session() as sess:
     w = tf.get_variable("dense/kernel", initializer=tf.constant([1.0, 2.0]))
@@ -230,6 +234,7 @@ def _numpy_lamb(w, g, lr, m=0.0, v=0.0, b1=0.9, b2=0.999, eps=1e-6, wd=0.01, ada
   return w - lr * ratio * update, m, v
 
 
+@pytest.mark.graph_math
 def test_lamb_matches_a_numpy_step_with_stock_slot_names():
   w0 = np.array([[0.5, -1.0], [2.0, 0.25]], np.float32)
   b0 = np.array([1.0, 1.0], np.float32)

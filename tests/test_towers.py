@@ -63,6 +63,7 @@ def _one_update(n_towers, data):
   return loss, grads, values, kinds
 
 
+@pytest.mark.graph_math
 @pytest.mark.parametrize("n_towers", [2, 3])
 def test_n_towers_equal_one_tower_with_the_whole_batch(n_towers):
   data = _data()
@@ -176,6 +177,7 @@ def test_fewer_than_one_tower_is_an_input_error(bad):
     tower_utils.parallel_spec(bad)
 
 
+@pytest.mark.graph_math
 def test_average_gradients_of_dense_and_sparse_gradients():
   with tf.Graph().as_default(), tf.Session() as sess:
     var = tf.get_variable("v", [4, 2], initializer=tf.zeros_initializer())
@@ -192,6 +194,7 @@ def test_average_gradients_of_dense_and_sparse_gradients():
   np.testing.assert_allclose(s, [[0, 0], [3.0, 1.0], [0, 0], [0.5, 0.5]])
 
 
+@pytest.mark.graph_math
 def test_inference_keeps_every_example_in_order_when_batches_do_not_divide():
   """11 examples, 3 towers x 2 rows: the last global batch is short and padded."""
   num_examples, n_towers = 11, 3
@@ -220,6 +223,7 @@ def test_inference_keeps_every_example_in_order_when_batches_do_not_divide():
   np.testing.assert_array_equal(outputs["doubled"], 2.0 * np.arange(num_examples))
 
 
+@pytest.mark.graph_math
 def test_replicated_inference_gives_one_towers_outputs(tmp_path):
   """Eval and predict keep a copy of the weights per device (run_setup.inference_parallel):
   every copy is filled from the checkpoint, so 3 towers give the logits of 1."""
