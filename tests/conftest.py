@@ -111,10 +111,11 @@ FAST_TESTS = {
 # (scripts/test.sh: pytest-xdist, --dist loadfile), handed out in collection order. The longest
 # files (measured with --durations, see docs/development.md) come first, so that no worker is
 # still busy with a long file at the end while the other waits.
-LONGEST_FIRST = ["test_faults.py", "test_export.py", "test_pipeline.py", "test_multiworker.py",
+LONGEST_FIRST = ["test_faults.py", "test_export.py", "test_pipeline.py",
                  "test_multiworker_scripts.py", "test_recompute.py", "test_head_first.py",
-                 "test_rewrite_script.py", "test_run_pretraining.py", "test_electra_pipeline.py",
-                 "test_resume_checks.py", "test_long_text.py", "test_speed_features.py"]
+                 "test_multiworker.py", "test_rewrite_script.py", "test_quiet_scripts.py",
+                 "test_speed_features.py", "test_electra_pipeline.py", "test_divergence.py",
+                 "test_long_text.py"]
 
 
 def pytest_configure(config):
