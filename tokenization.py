@@ -54,6 +54,17 @@ _CJK_RANGES = (
 )
 
 
+def is_cjk_code_point(cp):
+  """Whether code point `cp` is a CJK ideograph as stock BERT counts them (_CJK_RANGES): the
+  tokenizer makes each such character a token of its own. The project's one test of it: the
+  masking's words (pretraining/word_freq.py) use it, and the exported tokenizer's CJK class
+  (serving/graph_tokenizer.py) is built from the same ranges."""
+  for low, high in _CJK_RANGES:
+    if low <= cp <= high:
+      return True
+  return False
+
+
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
   """Checks whether the casing flag is consistent with the checkpoint name.
 
@@ -408,10 +419,7 @@ class BasicTokenizer(object):
     and Katakana are written with spaces between words and are tokenized like
     any other script.
     """
-    for low, high in _CJK_RANGES:
-      if low <= cp <= high:
-        return True
-    return False
+    return is_cjk_code_point(cp)
 
   def _clean_text(self, text):
     """Drops NUL, U+FFFD and control characters; maps whitespace to " "."""

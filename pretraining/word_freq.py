@@ -61,7 +61,6 @@ import hashlib
 import math
 import os
 import re
-import unicodedata
 
 import numpy as np
 
@@ -298,8 +297,8 @@ def source_counts(source, vocab):
 
 
 def _is_cjk(char):
-  """Whether `char` is a CJK ideograph (unified, extensions, compatibility)."""
-  return unicodedata.name(char, "").startswith(("CJK UNIFIED", "CJK COMPATIBILITY IDEOGRAPH"))
+  """Whether `char` is a CJK ideograph that the tokenizer makes a token of its own."""
+  return tokenization.is_cjk_code_point(ord(char))
 
 
 def word_units(tokens, ids):

@@ -192,6 +192,18 @@ def test_records_and_dynamic_masking_share_one_selection(english, tmp_path, monk
   np.testing.assert_array_equal(dynamic[0][0], static[0])
 
 
+def test_chinese_words_agree_with_the_tokenizer_on_which_characters_are_cjk():
+  """Two CJK tokens in a row make one masking word, as the tokenizer makes each CJK character
+  a token: both use tokenization's ranges (stock BERT's), so a CJK block stock BERT leaves out
+  (extensions F and G) is no CJK to either."""
+  basic = tokenization.BasicTokenizer(do_lower_case=False)
+  chars = {"\u4e2d": True, "\u3400": True, "\U00020000": True, "\uf900": True,
+           "\U0002ceb0": False, "\U00030000": False, "\ud55c": False, "\u3042": False}
+  for char, cjk in chars.items():
+    assert (len(basic.tokenize("x%s%sx" % (char, char))) == 4) == cjk, hex(ord(char))
+    assert (len(word_freq.word_units([char, char], [5, 6])) == 1) == cjk, hex(ord(char))
+
+
 def test_chinese_words_from_jieba(tmp_path):
   pytest.importorskip("jieba")
   general_text = "今天天气很好，我们去公园散步。\n他在学校学习数学和语文。\n" * 50
