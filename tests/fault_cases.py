@@ -126,9 +126,13 @@ class World(object):
     _write(os.path.join(self.rw_data, "train.tsv"), rw_rows(32))
     _write(os.path.join(self.rw_data, "dev.tsv"), rw_rows(6, offset=1))
     _write(os.path.join(self.rw_data, "test.tsv"), rw_rows(5, with_target=False, offset=2))
-    self.corpus = _write(os.path.join(root, "corpus.txt"), "".join(
-        "".join(CHARS[(d + k) % 12] for k in range(6 + d % 5)) + "。\n" +
-        ("\n" if d % 3 == 2 else "") for d in range(60)))
+    text = "".join("".join(CHARS[(d + k) % 12] for k in range(6 + d % 5)) + "。\n" +
+                   ("\n" if d % 3 == 2 else "") for d in range(60))
+    self.corpus = _write(os.path.join(root, "corpus.txt"), text)
+    # 64 times the corpus: 20 chunks of corpus.CHUNK_DOCUMENTS documents, so a run at
+    # --dupe_factor=30 logs its first example within about 2 s and is still writing 15 s later,
+    # ample time for a signal or a full disk to land mid-run.
+    self.long_corpus = _write(os.path.join(root, "long_corpus.txt"), text * 64)
     self.records = os.path.join(root, "pt.tfrecord")
     self.clf_out = os.path.join(root, "clf_out")
     self.rw_out = os.path.join(root, "rw_out")
@@ -518,9 +522,10 @@ def _pt(*extra, records=None):
   return args
 
 
-def _cpd(*extra, corpus=None, output=None, vocab=None):
+def _cpd(*extra, corpus=None, output=None, vocab=None, long_corpus=False):
   def args(world, d):
-    return world.cpd_args(corpus(d) if corpus else world.corpus,
+    return world.cpd_args(corpus(d) if corpus else (world.long_corpus if long_corpus else
+                                                    world.corpus),
                           output(d) if output else os.path.join(d, "out.tfrecord"), *extra,
                           vocab=vocab(d) if vocab else None)
   return args
@@ -1120,14 +1125,14 @@ def all_cases():
            fragments=["% of the tokens are [UNK]", "--vocab_file"]),
       case("cpd_vocab_without_mask", CPD, _cpd(vocab=lambda d: _vocab_file(d, drop="[MASK]")),
            fragments=["[MASK]"]),
-      case("cpd_sigint", CPD, _cpd("--dupe_factor=1000", "--log_every_docs=1"),
+      case("cpd_sigint", CPD, _cpd("--dupe_factor=30", "--log_every_docs=1", long_corpus=True),
            expect="interrupt", trigger=Trigger(r"\*\*\* Example \*\*\*", signal.SIGINT),
            fragments=["SIGINT"], check=_no_output("out.tfrecord")),
-      case("cpd_ctrl_c_with_workers", CPD, _cpd("--dupe_factor=1000", "--num_workers=2",
-                                                "--log_every_docs=1"),
+      case("cpd_ctrl_c_with_workers", CPD, _cpd("--dupe_factor=30", "--num_workers=2",
+                                                "--log_every_docs=1", long_corpus=True),
            expect="interrupt", trigger=Trigger(r"\*\*\* Example \*\*\*", _ctrl_c),
            fragments=["SIGINT"], check=_no_output("out.tfrecord")),
-      case("cpd_disk_full", CPD, _cpd("--dupe_factor=1000",
+      case("cpd_disk_full", CPD, _cpd("--dupe_factor=30", long_corpus=True,
                                       output=lambda d: os.path.join(out(d), "o.tfrecord")),
            prepare=_mount_out(64), needs_root=True,
            fragments=["No space left on device", "--output_file"],
