@@ -6,7 +6,12 @@ Loads <output_dir>/saved_model with tf.saved_model.load (TF2, eager: the way a P
 would), classifies the test examples through the raw-text signature serving_default, and
 prints how many labels equal predict.txt, the largest difference to test_results.tsv, and the
 serving throughput in examples/sec at batch 1 and at batch 32 (the mean of the faster half of
-the rounds, after one warm-up call per batch shape).
+the rounds, after one warm-up call per batch shape), then at batch 32 again with one long word
+(--long_word_chars letters: a hash, an identifier or a run of letters as users' text has them)
+in the first example of every batch. The graph's WordPiece loop takes one piece off every word
+per iteration, so a batch costs one iteration per piece of its longest word (180 letters: 108
+pieces with Google's Chinese vocabulary, 90 with the English one; a common word takes 1-3): this
+round shows what such a word costs a batch. The machine's CPU and instruction set come first.
 """
 
 import os
@@ -19,13 +24,19 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from classifier import data  # pylint: disable=g-import-not-at-top,wrong-import-position
+import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 import run_classifier_mgpu  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_integer("batch1_examples", 200, "Examples served one at a time.")
 flags.DEFINE_integer("rounds", 3, "Timed passes per batch size.")
+flags.DEFINE_integer("long_word_chars", 180,
+                     "Letters of the word added to the first example of each batch in the last "
+                     "round (WordPiece's limit is 200; 0 skips the round).")
 
 
 def _inputs(examples, with_text_b):
@@ -56,7 +67,16 @@ def throughput(signature, examples, batch_size, with_text_b):
   return float(np.mean(sorted(rates)[len(rates) // 2:]))
 
 
+def with_long_words(examples, batch_size, chars):
+  """`examples` with a word of `chars` letters appended to text_a of every batch's first one."""
+  long_word = ("abcdefghij" * (chars // 10 + 1))[:chars]
+  return [e if i % batch_size else data.InputExample(
+      e.guid, "%s %s" % (e.text_a, long_word), e.text_b, e.label)
+          for i, e in enumerate(examples)]
+
+
 def main(_):
+  print("machine: %s" % machine.describe())
   examples = run_classifier_mgpu.get_processor(FLAGS.output_dir).get_test_examples(FLAGS.data_dir)
   model = tf.saved_model.load(os.path.join(FLAGS.output_dir, "saved_model"))
   signature = model.signatures["serving_default"]
@@ -72,6 +92,10 @@ def main(_):
   for batch_size, subset in ((1, examples[:FLAGS.batch1_examples]), (32, examples)):
     print("serving_default batch %d: %.1f examples/sec (%d examples)" % (
         batch_size, throughput(signature, subset, batch_size, with_text_b), len(subset)))
+  if FLAGS.long_word_chars:
+    print("serving_default batch 32, a %d-letter word in each batch: %.1f examples/sec" % (
+        FLAGS.long_word_chars, throughput(
+            signature, with_long_words(examples, 32, FLAGS.long_word_chars), 32, with_text_b)))
 
 
 if __name__ == "__main__":
