@@ -70,9 +70,8 @@ def throughput(signature, examples, batch_size, with_text_b):
 def with_long_words(examples, batch_size, chars):
   """`examples` with a word of `chars` letters appended to text_a of every batch's first one."""
   long_word = ("abcdefghij" * (chars // 10 + 1))[:chars]
-  return [e if i % batch_size else data.InputExample(
-      e.guid, "%s %s" % (e.text_a, long_word), e.text_b, e.label)
-          for i, e in enumerate(examples)]
+  return [data.InputExample(e.guid, "%s %s" % (e.text_a, long_word), e.text_b, e.label)
+          if i % batch_size == 0 else e for i, e in enumerate(examples)]
 
 
 def main(_):
