@@ -60,7 +60,7 @@ def _regex_class(predicate):
 
 
 def _cjk_class():
-  """The class of tokenization's CJK ideograph ranges (BasicTokenizer._is_chinese_char)."""
+  """The class of tokenization's CJK ideograph ranges (tokenization.is_cjk_code_point)."""
   return _ranges_class(sorted(set(itertools.chain.from_iterable(
       range(low, high + 1) for low, high in tokenization._CJK_RANGES))))  # pylint: disable=protected-access
 
