@@ -14,10 +14,6 @@
 # Run it on a quiet machine: other processes on the cores skew every figure.
 source "$(dirname "$0")/help.sh" "$@"
 source "$(dirname "$0")/setup_env.sh"
-if [ "${ISA:-}" = AVX2 ]; then
-  eval "$(python benchmarks/machine.py --avx2_env)"
-elif [ -n "${ISA:-}" ]; then
-  echo "error: ISA=$ISA: expected AVX2 (or unset: the CPU's own)" >&2
-  exit 2
-fi
+source "$(dirname "$0")/measure_helpers.sh"  # cap_isa
+cap_isa
 exec python benchmarks/train_bench.py "$@"

@@ -8,6 +8,9 @@
 #                         dependencies) unless it is there, and prints its Hugging Face folder
 #   convert_minilm DIR    that model converted, as a user converts it, into DIR (a folder laid out
 #                         like a Google release) unless DIR holds it; the log is DIR.log
+#   cap_isa               ISA=AVX2: caps oneDNN, XLA, torch and MKL at AVX2, so that an AVX-512 CPU
+#                         runs as an AVX2-only one (benchmarks/machine.py --avx2_env); ISA unset:
+#                         the CPU's own; anything else fails
 source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
 
 machine_line() {
@@ -35,4 +38,12 @@ convert_minilm() {
   mkdir -p "$(dirname "$1")"
   local hf_dir; hf_dir="$(minilm_hf_dir)"
   logged "$1.log" python convert_hf_checkpoint.py --hf_model_dir="$hf_dir" --output_dir="$1"
+}
+
+cap_isa() {
+  if [ "${ISA:-}" = AVX2 ]; then
+    eval "$(python benchmarks/machine.py --avx2_env)"
+  elif [ -n "${ISA:-}" ]; then
+    fail "ISA=$ISA: expected AVX2 (or unset: the CPU's own)"
+  fi
 }
