@@ -35,7 +35,7 @@ minilm_hf_dir() {
 
 convert_minilm() {
   [ -f "$1/bert_model.ckpt.index" ] && return
-  mkdir -p "$(dirname "$1")"
+  mkdir -p "$(dirname "$1")" 2> /dev/null || fail "$1: cannot make the folder it goes in"
   local hf_dir; hf_dir="$(minilm_hf_dir)"
   logged "$1.log" python convert_hf_checkpoint.py --hf_model_dir="$hf_dir" --output_dir="$1"
 }
