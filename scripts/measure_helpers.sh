@@ -13,7 +13,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
 
 machine_line() {
-  echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load/load/')"
+  echo "== machine: $(python -c "import sys; sys.path.insert(0, 'benchmarks'); import machine; print(machine.describe())"); load: $(uptime | sed 's/.*load average: //')"
 }
 
 logged() {
