@@ -23,6 +23,8 @@
 #     domain text's split words (scripts/build_domain_vocab.py: words met twice or more, each
 #     token started at the mean of its pieces), then pretrained and fine-tuned with that
 #     vocabulary: README's steps 0-3.
+#   wwm_vocab: domain_vocab's checkpoint and vocabulary with whole-word records instead of
+#     --masking=domain (does step 1's masking still matter once step 0 has run?).
 #   domain_loss: the domain arm scored by the checkpoint itself: scripts/build_word_loss.py
 #     ranks the domain text's words by BERT_DIR's masked-LM loss on them, and that file is the
 #     --general_word_freq. It needs BERT_DIR with a masked-LM head (MiniLM has none).
@@ -92,8 +94,8 @@ done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab domain_loss " == *" $arm "* ]] ||
-    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, domain_loss, got '$arm'"
+  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab domain_loss " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, domain_loss, got '$arm'"
 done
 [[ " mask random " == *" $WORD_LOSS_REPLACEMENT "* ]] ||
   fail "WORD_LOSS_REPLACEMENT takes mask or random, got '$WORD_LOSS_REPLACEMENT'"
@@ -115,7 +117,7 @@ if [ "$TOPIC_SET" = zh_reviews ]; then
   SEGMENTER=(--chinese_word_segmenter=jieba) FINETUNE_SEQ=64
   [ -n "$BERT_DIR" ] || fail "TOPIC_SET=zh_reviews needs BERT_DIR=a Chinese BERT folder (MiniLM's vocabulary is English)"
   for arm in $ARMS; do
-    if [[ " macbert domain_vocab " == *" $arm "* ]]; then
+    if [[ " macbert domain_vocab wwm_vocab " == *" $arm "* ]]; then
       fail "ARMS: $arm is for English text; drop it for TOPIC_SET=zh_reviews"
     fi
   done
@@ -166,7 +168,7 @@ WORD_LOSS="$TASK/word_loss_$WORD_LOSS_REPLACEMENT.tsv"  # the domain_loss arm's 
 RECIPE="finetune_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 BERT="${BERT_DIR:-$WORK/minilm_tf}"
 bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm starts from
-  if [ "$1" = domain_vocab ]; then echo "$TASK/domain_vocab_bert"; else echo "$BERT"; fi
+  case $1 in domain_vocab|wwm_vocab) echo "$TASK/domain_vocab_bert" ;; *) echo "$BERT" ;; esac
 }
 
 table() {  # every finished fine-tuning run, by arm, budget and pretraining seed
@@ -237,7 +239,7 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
   local arm=$1 pseed=$2 dir masking="" suffix="" extra=() bert
   bert="$(bert_of "$arm")"
   case $arm in
-    mlm|electra) masking=whole_word ;;
+    mlm|electra|wwm_vocab) masking=whole_word ;;
     token|ngram|domain) masking=$arm ;;
     domain_vocab|domain_loss) masking=domain ;;
   esac
@@ -247,7 +249,7 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
     extra+=(--dynamic_masking --dupe_factor=1)
   else
     dir="$TASK/records$suffix"
-    [ "$masking" = whole_word ] || dir="$TASK/records_$(arm_dir "$arm")$suffix"
+    [ "$masking" = whole_word ] && [ "$arm" != wwm_vocab ] || dir="$TASK/records_$(arm_dir "$arm")$suffix"
     extra+=(--masked_lm_prob=0.15 --dupe_factor=5 --masking="$masking")
     [ "$masking" = domain ] && extra+=(--domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR")
     if [ "$arm" = domain_loss ]; then extra+=(--general_word_freq="$WORD_LOSS")
@@ -279,7 +281,8 @@ PY
   fi
   echo "== general word list: $GENERAL_WORD_FREQ ($(wc -l < "$GENERAL_WORD_FREQ") words)"
 fi
-if [[ " $ARMS " == *" domain_vocab "* ]] && [ ! -f "$(bert_of domain_vocab)/bert_model.ckpt.index" ]; then
+if [[ " $ARMS " == *" domain_vocab "* || " $ARMS " == *" wwm_vocab "* ]] &&
+    [ ! -f "$(bert_of domain_vocab)/bert_model.ckpt.index" ]; then
   logged "$(bert_of domain_vocab).log" python scripts/build_domain_vocab.py --bert_dir="$BERT" \
     --input_file="$TASK/domain.txt" --output_dir="$(bert_of domain_vocab)"
 fi
