@@ -16,7 +16,9 @@ The general list is create_pretraining_data.py's: by default jieba's dictionary 
 and the model's vocabulary otherwise, or --general_word_freq=vocab|jieba|FILE
 (scripts/build_word_freq.py on general text of your own). A document's lines (blank lines
 between documents) are packed into
-sequences of at most --max_seq_length tokens, as records pack them.
+sequences of at most --max_seq_length tokens, as records pack them. --words_file=F (a word a
+line, e.g. the rare-term task's invented words) adds, per strategy, the share of those words'
+occurrences that carry a mask and how many of them no mask reached.
 """
 
 import argparse
@@ -58,6 +60,10 @@ def _parse(argv):
   parser.add_argument("--max_lines", type=int, default=100000, help="Lines of text to read.")
   parser.add_argument("--seed", type=int, default=12345, help="One seed for every strategy.")
   parser.add_argument("--top", type=int, default=12, help="Most-masked words to list.")
+  parser.add_argument("--words_file", default=None,
+                      help="Optional: words of interest, one per line (e.g. a task's invented "
+                      "terms); prints, per strategy, the share of their occurrences that carry a "
+                      "mask and how many of them no mask reached.")
   return parser.parse_args(argv)
 
 
@@ -116,7 +122,7 @@ def _commonest(source, tokenizer, n):
 
 def measure(args):
   """Returns (the general list used, {strategy: (token counts by kind, mask counts by kind,
-  masks by word text)})."""
+  masks by word text, {word text: [occurrences, occurrences with a mask]})})."""
   general_word_freq = (args.general_word_freq or
                        create_pretraining_data.default_general_word_list([args.input_file]))
 
@@ -132,10 +138,17 @@ def measure(args):
   tokenizer = reference.tokenizer
   kind = _kinds(reference.masking,
                 _commonest(reference.masking.word_weights.source, tokenizer, COMMONEST))
+  words_of_interest = set()
+  if args.words_file:
+    with open(args.words_file, encoding="utf-8") as f:
+      words_of_interest = {line.strip().lower() if args.do_lower_case.lower() == "true"
+                           else line.strip() for line in f if line.strip()}
   results = {}
   for strategy, featurizer in featurizers.items():
     rng = np.random.default_rng(args.seed)
     tokens, masks, by_word = collections.Counter(), collections.Counter(), collections.Counter()
+    seen = collections.defaultdict(lambda: [0, 0])  # word text -> [occurrences, masked ones]
+    text = lambda w: "".join(tokenizer.convert_ids_to_tokens(list(w))).replace("##", "")
     for ids, starts in _sequences(reference, args.input_file, args.max_lines,
                                   args.max_seq_length):
       word = _word_of_each_token(starts)
@@ -147,8 +160,13 @@ def measure(args):
       for p in positions.tolist():
         w = words[word[p]]
         masks[kind(w)] += 1
-        by_word["".join(tokenizer.convert_ids_to_tokens(list(w))).replace("##", "")] += 1
-    results[strategy] = (tokens, masks, by_word)
+        by_word[text(w)] += 1
+      masked_words = set(word[positions].tolist())
+      for k in range(1, len(words) - 1):
+        if words_of_interest and text(words[k]) in words_of_interest:
+          seen[text(words[k])][0] += 1
+          seen[text(words[k])][1] += k in masked_words
+    results[strategy] = (tokens, masks, by_word, dict(seen))
   return general_word_freq, results
 
 
@@ -163,23 +181,34 @@ def report(args, source, results):
         COMMONEST)
   print("| masking | tokens | mask rate | lacks | rare | commonest | punctuation, digits |")
   print("| --- | --- | --- | --- | --- | --- | --- |")
-  for strategy, (tokens, masks, _) in results.items():
+  for strategy, (tokens, masks, _, _) in results.items():
     total, masked = sum(tokens.values()), sum(masks.values())
     share = lambda k: 100.0 * masks[k] / max(masked, 1)
     print("| %s | %d | %.2f%% | %s |" % (
         strategy, total, 100.0 * masked / max(total, 1), " | ".join(
             "%.1f%% (%.1f%%)" % (share(k), 100.0 * tokens[k] / total)
             for k in ("new", "rare", "common", "punct"))))
-  for strategy, (_, masks, by_word) in results.items():
+  for strategy, (_, masks, by_word, seen) in results.items():
     masked = max(sum(masks.values()), 1)
     print("%s, most masked: %s" % (strategy, ", ".join(
         "%s %.1f%%" % (w, 100.0 * n / masked) for w, n in by_word.most_common(args.top))))
+  if args.words_file:
+    with open(args.words_file, encoding="utf-8") as f:
+      listed = sum(1 for line in f if line.strip())
+    for strategy, (_, _, _, seen) in results.items():
+      occurrences = sum(n for n, _ in seen.values())
+      reached = sum(m for _, m in seen.values())
+      print("%s, the %d words of %s: %d of their %d occurrences carry a mask (%.1f%%); %d of the "
+            "%d met in the text carry none; %d not met" % (
+                strategy, listed, os.path.basename(args.words_file), reached, occurrences,
+                100.0 * reached / max(occurrences, 1), sum(1 for _, m in seen.values() if not m),
+                len(seen), listed - len(seen)))
 
 
 def main(argv=None):
   args = _parse(argv)
   try:
-    for flag in ("input_file", "vocab_file"):
+    for flag in ("input_file", "vocab_file") + (("words_file",) if args.words_file else ()):
       cli.require_file(getattr(args, flag), flag)
     if args.general_word_freq not in (None, word_freq.VOCAB_SOURCE, word_freq.JIEBA_SOURCE):
       cli.require_file(args.general_word_freq, "general_word_freq")

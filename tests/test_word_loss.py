@@ -227,3 +227,27 @@ def test_mask_shares_refuses_a_scores_file(tmp_path, capsys):
   assert capsys.readouterr().err == (
       "error: mask_shares.py: --general_word_freq=%s is a scores file (build_word_loss.py): the "
       "shares are counted by a word-frequency list's counts; pass one\n" % scores)
+
+
+def test_mask_shares_counts_the_named_words_occurrences_that_carry_a_mask(tmp_path, capsys):
+  """--words_file: per strategy, how many of the named words' occurrences carry a mask; a word
+  of the file the text never uses is counted as not met."""
+  sys.path.insert(0, os.path.join(_REPO, "benchmarks"))
+  import mask_shares  # pylint: disable=g-import-not-at-top
+  vocab_file = os.path.join(_REPO, "vocab", "english_uncased_vocab.txt")
+  text = tmp_path / "domain.txt"
+  text.write_text("the zorblaxian feeds the leaf and the root .\n" * 40)
+  words = tmp_path / "words.txt"
+  words.write_text("Zorblaxian\nzebra\n")
+  mask_shares.main(["--input_file=%s" % text, "--vocab_file=%s" % vocab_file,
+                    "--words_file=%s" % words, "--strategies=whole_word,domain"])
+  lines = [l for l in capsys.readouterr().out.splitlines() if "words of words.txt" in l]
+  assert len(lines) == 2, lines
+  counts = {}
+  for line in lines:
+    strategy, reached, occurrences = re.match(
+        r"(\w+), the 2 words of words.txt: (\d+) of their (\d+) occurrences", line).groups()
+    assert occurrences == "40" and line.endswith("; 1 not met"), line
+    counts[strategy] = int(reached)
+  # The domain strategy favours the word the built-in list lacks; whole-word masking does not.
+  assert counts["domain"] > 2 * counts["whole_word"] > 0, counts
