@@ -120,6 +120,15 @@ def _commonest(source, tokenizer, n):
   return {tuple(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(w))) for w in top}
 
 
+def _named_words(args):
+  """The set of --words_file's words (lower-cased as the text is), or an empty set."""
+  if not args.words_file:
+    return set()
+  with open(args.words_file, encoding="utf-8") as f:
+    return {line.strip().lower() if args.do_lower_case.lower() == "true" else line.strip()
+            for line in f if line.strip()}
+
+
 def measure(args):
   """Returns (the general list used, {strategy: (token counts by kind, mask counts by kind,
   masks by word text, {word text: [occurrences, occurrences with a mask]})})."""
@@ -138,11 +147,7 @@ def measure(args):
   tokenizer = reference.tokenizer
   kind = _kinds(reference.masking,
                 _commonest(reference.masking.word_weights.source, tokenizer, COMMONEST))
-  words_of_interest = set()
-  if args.words_file:
-    with open(args.words_file, encoding="utf-8") as f:
-      words_of_interest = {line.strip().lower() if args.do_lower_case.lower() == "true"
-                           else line.strip() for line in f if line.strip()}
+  words_of_interest = _named_words(args)
   results = {}
   for strategy, featurizer in featurizers.items():
     rng = np.random.default_rng(args.seed)
@@ -188,13 +193,12 @@ def report(args, source, results):
         strategy, total, 100.0 * masked / max(total, 1), " | ".join(
             "%.1f%% (%.1f%%)" % (share(k), 100.0 * tokens[k] / total)
             for k in ("new", "rare", "common", "punct"))))
-  for strategy, (_, masks, by_word, seen) in results.items():
+  for strategy, (_, masks, by_word, _) in results.items():
     masked = max(sum(masks.values()), 1)
     print("%s, most masked: %s" % (strategy, ", ".join(
         "%s %.1f%%" % (w, 100.0 * n / masked) for w, n in by_word.most_common(args.top))))
   if args.words_file:
-    with open(args.words_file, encoding="utf-8") as f:
-      listed = sum(1 for line in f if line.strip())
+    listed = len(_named_words(args))
     for strategy, (_, _, _, seen) in results.items():
       occurrences = sum(n for n, _ in seen.values())
       reached = sum(m for _, m in seen.values())
