@@ -113,25 +113,29 @@ def _kinds(config, commonest):
   return kind
 
 
+def _as_ids(tokenizer, words):
+  """Words (strings) as the tuples of ids the text's words are compared by."""
+  return {tuple(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(w))) for w in words}
+
+
 def _commonest(source, tokenizer, n):
   """The list's n commonest words, as tuples of ids."""
   counts = word_freq.source_counts(source, tokenizer.vocab)
-  top = sorted(counts, key=counts.get, reverse=True)[:n]
-  return {tuple(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(w))) for w in top}
+  return _as_ids(tokenizer, sorted(counts, key=counts.get, reverse=True)[:n])
 
 
-def _named_words(args):
-  """The set of --words_file's words (lower-cased as the text is), or an empty set."""
-  if not args.words_file:
+def _named_words(path, tokenizer):
+  """--words_file's words as tuples of ids (cased as the tokenizer cases the text); none without
+  the flag."""
+  if not path:
     return set()
-  with open(args.words_file, encoding="utf-8") as f:
-    return {line.strip().lower() if args.do_lower_case.lower() == "true" else line.strip()
-            for line in f if line.strip()}
+  with open(path, encoding="utf-8") as f:
+    return _as_ids(tokenizer, [line.strip() for line in f if line.strip()])
 
 
 def measure(args):
   """Returns (the general list used, {strategy: (token counts by kind, mask counts by kind,
-  masks by word text, {word text: [occurrences, occurrences with a mask]})})."""
+  masks by word text, {named word: [occurrences, occurrences with a mask]})})."""
   general_word_freq = (args.general_word_freq or
                        create_pretraining_data.default_general_word_list([args.input_file]))
 
@@ -147,13 +151,12 @@ def measure(args):
   tokenizer = reference.tokenizer
   kind = _kinds(reference.masking,
                 _commonest(reference.masking.word_weights.source, tokenizer, COMMONEST))
-  words_of_interest = _named_words(args)
+  named = _named_words(args.words_file, tokenizer)
   results = {}
   for strategy, featurizer in featurizers.items():
     rng = np.random.default_rng(args.seed)
     tokens, masks, by_word = collections.Counter(), collections.Counter(), collections.Counter()
-    seen = collections.defaultdict(lambda: [0, 0])  # word text -> [occurrences, masked ones]
-    text = lambda w: "".join(tokenizer.convert_ids_to_tokens(list(w))).replace("##", "")
+    seen = {w: [0, 0] for w in named}  # named word -> [occurrences, masked ones]
     for ids, starts in _sequences(reference, args.input_file, args.max_lines,
                                   args.max_seq_length):
       word = _word_of_each_token(starts)
@@ -165,13 +168,13 @@ def measure(args):
       for p in positions.tolist():
         w = words[word[p]]
         masks[kind(w)] += 1
-        by_word[text(w)] += 1
+        by_word["".join(tokenizer.convert_ids_to_tokens(list(w))).replace("##", "")] += 1
       masked_words = set(word[positions].tolist())
-      for k in range(1, len(words) - 1):
-        if words_of_interest and text(words[k]) in words_of_interest:
-          seen[text(words[k])][0] += 1
-          seen[text(words[k])][1] += k in masked_words
-    results[strategy] = (tokens, masks, by_word, dict(seen))
+      for k, w in enumerate(words[1:-1], 1):
+        if w in seen:
+          seen[w][0] += 1
+          seen[w][1] += k in masked_words
+    results[strategy] = (tokens, masks, by_word, seen)
   return general_word_freq, results
 
 
@@ -198,15 +201,15 @@ def report(args, source, results):
     print("%s, most masked: %s" % (strategy, ", ".join(
         "%s %.1f%%" % (w, 100.0 * n / masked) for w, n in by_word.most_common(args.top))))
   if args.words_file:
-    listed = len(_named_words(args))
     for strategy, (_, _, _, seen) in results.items():
       occurrences = sum(n for n, _ in seen.values())
       reached = sum(m for _, m in seen.values())
+      met = sum(1 for n, _ in seen.values() if n)
+      unmasked = sum(1 for n, m in seen.values() if n and not m)
       print("%s, the %d words of %s: %d of their %d occurrences carry a mask (%.1f%%); %d of the "
             "%d met in the text carry none; %d not met" % (
-                strategy, listed, os.path.basename(args.words_file), reached, occurrences,
-                100.0 * reached / max(occurrences, 1), sum(1 for _, m in seen.values() if not m),
-                len(seen), listed - len(seen)))
+                strategy, len(seen), os.path.basename(args.words_file), reached, occurrences,
+                100.0 * reached / max(occurrences, 1), unmasked, met, len(seen) - met))
 
 
 def main(argv=None):

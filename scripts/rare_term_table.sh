@@ -248,8 +248,10 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
     dir="$TASK/dynamic$suffix"
     extra+=(--dynamic_masking --dupe_factor=1)
   else
-    dir="$TASK/records$suffix"
-    [ "$masking" = whole_word ] && [ "$arm" != wwm_vocab ] || dir="$TASK/records_$(arm_dir "$arm")$suffix"
+    case $arm in  # mlm and electra share MiniLM's whole-word records; every other arm has its own
+      mlm|electra) dir="$TASK/records$suffix" ;;
+      *) dir="$TASK/records_$(arm_dir "$arm")$suffix" ;;
+    esac
     extra+=(--masked_lm_prob=0.15 --dupe_factor=5 --masking="$masking")
     [ "$masking" = domain ] && extra+=(--domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR")
     if [ "$arm" = domain_loss ]; then extra+=(--general_word_freq="$WORD_LOSS")
