@@ -5,7 +5,6 @@ already gave an abnormal loss is not a resume point (engine/divergence.py).
 """
 
 import json
-import math
 import os
 import re
 
@@ -45,7 +44,7 @@ def test_the_gradient_norm_alone_can_mark_the_onset_and_calm_steps_end_it():
     assert not watch.observe(step, 0.5, 2.0)
   assert watch.onset is None
   # A run that turns non-finite with no warning: only the checkpoint before it is suspect.
-  assert watch.first_unsafe_step(30) == 29 and math.isnan(float("nan"))
+  assert watch.first_unsafe_step(30) == 29
 
 
 def _args(data_dir, config, out, *extra):
@@ -104,12 +103,12 @@ def test_fast_divergence_restarts_from_scratch_and_the_rerun_learns(task, tmp_pa
   assert _divergences(out) == [record]  # The rerun keeps the record.
 
 
-@pytest.mark.parametrize("n_gpus", [1, 2])
 def test_slow_divergence_resumes_from_the_last_sound_checkpoint_and_the_rerun_learns(
-    task, tmp_path, n_gpus):
+    task, tmp_path):
+  """On 2 towers (the fast case above runs on 1 and 2: the watch sees the global loss)."""
   data_dir, config = task
   out = str(tmp_path / "out")
-  tower = "--n_gpus=%d" % n_gpus
+  tower = "--n_gpus=2"
   proc = run_script("run_classifier_mgpu.py", *_args(data_dir, config, out, tower, "--do_train",
                                                       "--learning_rate=2e-3",
                                                       "--num_train_steps=10"))
