@@ -25,6 +25,11 @@
 #     vocabulary: README's steps 0-3.
 #   wwm_vocab: domain_vocab's checkpoint and vocabulary with whole-word records instead of
 #     --masking=domain (does step 1's masking still matter once step 0 has run?).
+#   readme: README.md's block itself, steps 0-2 as a user copies it (benchmarks/readme_block.py:
+#     only the scripts' paths made absolute), run in <task>/readme_block with the task's text
+#     as corpus/domain.txt and BERT_DIR the checkpoint; then step 3 as for every arm. Its flags
+#     are README's, so BUDGETS, PRETRAIN_SEEDS, PRETRAIN_LR and PRETRAIN_FLAGS do not apply to it
+#     (one run, the tools' default seeds); a new TASK_SEED makes a task nobody tuned for.
 #   domain_loss: the domain arm scored by the checkpoint itself: scripts/build_word_loss.py
 #     ranks the domain text's words by BERT_DIR's masked-LM loss on them, and that file is the
 #     --general_word_freq. It needs BERT_DIR with a masked-LM head (MiniLM has none).
@@ -94,8 +99,8 @@ done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab domain_loss " == *" $arm "* ]] ||
-    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, domain_loss, got '$arm'"
+  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab domain_loss readme " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, domain_loss, readme, got '$arm'"
 done
 [[ " mask random " == *" $WORD_LOSS_REPLACEMENT "* ]] ||
   fail "WORD_LOSS_REPLACEMENT takes mask or random, got '$WORD_LOSS_REPLACEMENT'"
@@ -117,7 +122,7 @@ if [ "$TOPIC_SET" = zh_reviews ]; then
   SEGMENTER=(--chinese_word_segmenter=jieba) FINETUNE_SEQ=64
   [ -n "$BERT_DIR" ] || fail "TOPIC_SET=zh_reviews needs BERT_DIR=a Chinese BERT folder (MiniLM's vocabulary is English)"
   for arm in $ARMS; do
-    if [[ " macbert domain_vocab wwm_vocab " == *" $arm "* ]]; then
+    if [[ " macbert domain_vocab wwm_vocab readme " == *" $arm "* ]]; then
       fail "ARMS: $arm is for English text; drop it for TOPIC_SET=zh_reviews"
     fi
   done
@@ -175,10 +180,12 @@ table() {  # every finished fine-tuning run, by arm, budget and pretraining seed
   echo "== rare-term task ($TOPIC_SET topics, task seed $TASK_SEED, $TERM_SENTENCES sentences per term): accuracy on term rows / control rows ($RECIPE; pretraining $VARIANT, 2 x $BATCH)"
   printf '| %-12s | %-6s | %-13s | %-42s | %-9s | %-9s | %-11s |\n' arm steps "pretrain seed" "term / control per fine-tuning seed" "term mean" "control" "term spread"
   printf '| --- | --- | --- | --- | --- | --- | --- |\n'
-  for name in plain $(for steps in $BUDGETS; do for arm in $ARMS; do echo "$(arm_dir "$arm")/steps$steps"; done; done); do
+  for name in plain $(for arm in $ARMS; do [ "$arm" != readme ] || echo readme; done) \
+      $(for steps in $BUDGETS; do for arm in $ARMS; do
+          [ "$arm" = readme ] || echo "$(arm_dir "$arm")/steps$steps"; done; done); do
     arm=${name%%/*}; steps=${name#*/steps}; dirs=()
-    if [ "$name" = plain ]; then
-      steps=0; dirs=("$TASK/$RECIPE/plain")
+    if [ "$name" = plain ] || [ "$name" = readme ]; then
+      steps=$([ "$name" = plain ] && echo 0 || echo README); dirs=("$TASK/$RECIPE/$name")
     else
       for pseed in $PSEEDS; do dirs+=("$TASK/$RECIPE/$VARIANT/$name$(pseed_dir "$pseed")"); done
     fi
@@ -322,6 +329,24 @@ pretrain() {  # pretrain ARM STEPS PSEED OUTPUT_DIR
     --log_every_n_steps=25 $PRETRAIN_FLAGS
 }
 
+# 3'. The readme arm: README's block, steps 0-2, as written, in its own folder.
+readme_block() {  # readme_block RUN_DIR: RUN_DIR/domain_bert/export/, made when missing
+  local run=$1
+  [ -f "$run/domain_bert/export/bert_model.ckpt.index" ] && return
+  echo "== README's block, steps 0-2, as written; load: $(uptime | sed 's/.*load average: //')"
+  rm -rf "$run"  # an unfinished run starts over: the block's steps do not all continue
+  mkdir -p "$run/corpus"
+  cp "$TASK/domain.txt" "$run/corpus/domain.txt"
+  logged "$run.log" python benchmarks/readme_block.py > "$run/block.sh"
+  (cd "$run" && BERT_DIR="$BERT_ID" logged "$run/block.log" bash block.sh > "$run/block.out") || exit 2
+  # Step 0's `&& BERT_DIR=domain_start` goes on without it when it fails: say so, not a wrong row.
+  [ -f "$run/domain_start/bert_model.ckpt.index" ] ||
+    fail "README's block ran without its step 0 (no $run/domain_start/bert_model.ckpt.index); the whole log: $run/block.log"
+  [ -f "$run/domain_bert/export/bert_model.ckpt.index" ] ||
+    fail "README's block left no $run/domain_bert/export/; the whole log: $run/block.log"
+  grep -h "masked_lm_accuracy = " "$run/domain_bert/eval_results.txt" | sed 's/^/   /' || true
+}
+
 # 4. Fine-tuning on ordinary nouns only, then the test rows scored by group.
 finetune() {  # finetune RUN INIT_CHECKPOINT SEED: with the init checkpoint's folder's vocabulary
   local run=$1 init=$2 seed=$3
@@ -339,10 +364,17 @@ finetune() {  # finetune RUN INIT_CHECKPOINT SEED: with the init checkpoint's fo
   rm -f "$run"/model.ckpt-*  # only the scores are needed
 }
 
-# The plain rows live outside the variant's folder: they do not depend on the pretraining flags.
+# The plain and readme rows live outside the variant's folder: the pretraining flags do not
+# apply to them.
 names=(plain) inits=("$BERT/bert_model.ckpt") runs=("$TASK/$RECIPE/plain")
+if [[ " $ARMS " == *" readme "* ]]; then
+  readme_block "$TASK/readme_block"
+  names+=(readme) inits+=("$TASK/readme_block/domain_bert/export/bert_model.ckpt")
+  runs+=("$TASK/$RECIPE/readme")
+fi
 for steps in $(printf '%s\n' $BUDGETS | sort -n); do
   for arm in $ARMS; do
+    [ "$arm" = readme ] && continue
     for pseed in $PSEEDS; do
       name="$(arm_dir "$arm")/steps$steps$(pseed_dir "$pseed")"
       out="$TASK/pretrain/$VARIANT/$name"

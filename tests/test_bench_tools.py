@@ -1,7 +1,8 @@
 """The benchmark helpers that need neither torch nor a quiet machine: ISA level and peak bound
 (benchmarks/machine.py), and that the Hugging Face side of finetune_side_by_side.py reads each
 task's files exactly as run_classifier_mgpu.py's processors do; memory_bench's tower modes,
-serving_worker's batching and serving_compare's flag checks."""
+serving_worker's batching and serving_compare's flag checks; readme_block's cut of README's
+continued-pretraining block."""
 
 import os
 import re
@@ -18,6 +19,7 @@ import hf_finetune  # pylint: disable=g-import-not-at-top,wrong-import-position
 import isa_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 import rare_terms  # pylint: disable=g-import-not-at-top,wrong-import-position
+import readme_block  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _AVX512_BF16 = {"avx2", "fma", "avx512f", "avx512_bf16"}
 
@@ -351,3 +353,38 @@ def test_chinese_rare_term_task_refuses_too_few_sentences_in_one_line(tmp_path, 
                           "--vocab_file=%s" % english, "--topic_set=zh_reviews",
                           "--sentence_files=%s" % (tmp_path / "enough.txt")]) == 2
   assert "expected a Chinese vocabulary" in capsys.readouterr().err
+
+
+def test_readme_block_is_the_readmes_block_up_to_step_3_with_absolute_script_paths(capsys):
+  """What rare_term_table.sh's readme arm runs: README's lines as they are, but for the paths
+  of the three scripts, which exist."""
+  assert readme_block.main([]) == 0
+  script = capsys.readouterr().out.splitlines()
+  assert script[0] == "set -e"
+  with open(os.path.join(readme_block.REPO_ROOT, "README.md"), encoding="utf-8") as f:
+    readme = f.read().splitlines()
+  start = readme.index(readme_block.HEADING) + 2  # the heading, a blank line, ```bash
+  assert readme[start] == "```bash"
+  step_3 = next(i for i in range(start, len(readme)) if readme[i].startswith("# 3."))
+  root = readme_block.REPO_ROOT + "/"
+  assert [line.replace(root, "") for line in script[1:]] == readme[start + 1:step_3]
+  for command in readme_block.COMMANDS:
+    path = root + command
+    assert os.path.isfile(path) and sum(("python %s " % path) in line for line in script) == 1
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("# Title\n", "no heading '%s'" % readme_block.HEADING),
+    ("%s\n\nSome prose.\n" % readme_block.HEADING, ":3: expected a ```bash block under"),
+    ("%s\n\n```bash\npython run_pretraining_mgpu.py\n```\n" % readme_block.HEADING,
+     "has no line starting '# 3.'"),
+    ("%s\n\n```bash\npython create_pretraining_data.py\n# 3. fine-tune\n```\n" %
+     readme_block.HEADING, "runs no scripts/build_domain_vocab.py, run_pretraining_mgpu.py"),
+])
+def test_a_readme_without_the_block_is_one_error_line(tmp_path, capsys, text, expected):
+  readme = tmp_path / "README.md"
+  readme.write_text(text, encoding="utf-8")
+  assert readme_block.main(["--readme=%s" % readme]) == 2
+  out, err = capsys.readouterr()
+  assert out == "" and len(err.splitlines()) == 1 and err.startswith(
+      "error: readme_block.py: %s" % readme) and expected in err, err

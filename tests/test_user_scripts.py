@@ -109,6 +109,9 @@ def test_rare_term_table_checks_the_chinese_task_and_its_checkpoint(tmp_path):
       (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(bert), ARMS="wwm_vocab"),
        "error: rare_term_table.sh: ARMS: wwm_vocab is for English text; drop it for "
        "TOPIC_SET=zh_reviews"),
+      (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(bert), ARMS="readme"),
+       "error: rare_term_table.sh: ARMS: readme is for English text; drop it for "
+       "TOPIC_SET=zh_reviews"),
       (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(tmp_path)),
        "error: rare_term_table.sh: BERT_DIR=%s: no vocab.txt there (expected a folder laid out "
        "like a Google release)" % tmp_path)):
