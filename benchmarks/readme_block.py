@@ -13,7 +13,8 @@ CUDA_VISIBLE_DEVICES line, the folders it writes (domain_start/, data/, domain_b
 
 A README without that heading, a fenced bash block under it, its step 3 or one of the block's
 three commands (scripts/build_domain_vocab.py, create_pretraining_data.py,
-run_pretraining_mgpu.py) is one `error:` line naming README's file and line, exit 2.
+run_pretraining_mgpu.py) is one `error:` line naming README's file (and the line, where
+there is one) and what was expected, exit 2.
 """
 
 import argparse

@@ -329,7 +329,7 @@ pretrain() {  # pretrain ARM STEPS PSEED OUTPUT_DIR
     --log_every_n_steps=25 $PRETRAIN_FLAGS
 }
 
-# 3'. The readme arm: README's block, steps 0-2, as written, in its own folder.
+# 3, for the readme arm: README's block itself, steps 0-2 as written, in its own folder.
 readme_block() {  # readme_block RUN_DIR: RUN_DIR/domain_bert/export/, made when missing
   local run=$1
   [ -f "$run/domain_bert/export/bert_model.ckpt.index" ] && return
