@@ -334,7 +334,8 @@ readme_block() {  # readme_block RUN_DIR: RUN_DIR/domain_bert/export/, made when
   local run=$1
   [ -f "$run/domain_bert/export/bert_model.ckpt.index" ] && return
   echo "== README's block, steps 0-2, as written; load: $(uptime | sed 's/.*load average: //')"
-  rm -rf "$run"  # an unfinished run starts over: the block's steps do not all continue
+  # A rerun runs the block again in place, as a user would: steps 0 and 1 write the same files
+  # again, step 2 continues from its last checkpoint.
   mkdir -p "$run/corpus"
   cp "$TASK/domain.txt" "$run/corpus/domain.txt"
   logged "$run.log" python benchmarks/readme_block.py > "$run/block.sh"
