@@ -138,6 +138,11 @@ done
 is_positive "$DOMAIN_TEMPERATURE" || fail "DOMAIN_TEMPERATURE takes a number > 0, got '$DOMAIN_TEMPERATURE'"
 python -c "import sys; sys.exit(0 if 0 <= float(sys.argv[1]) <= 1 else 1)" "$DOMAIN_FLOOR" 2> /dev/null ||
   fail "DOMAIN_FLOOR takes a number in [0, 1], got '$DOMAIN_FLOOR'"
+# The readme arm is one row outside the budgets (README's block fixes its steps); the others run
+# at every budget.
+README_ARM=""
+[[ " $ARMS " != *" readme "* ]] || README_ARM=readme
+BUDGET_ARMS="$(echo " $ARMS " | sed 's/ readme / /g')"
 USES_DOMAIN=0
 [[ " $ARMS " == *" domain "* || " $ARMS " == *" domain_dyn "* || " $ARMS " == *" domain_vocab "* ]] &&
   USES_DOMAIN=1
@@ -180,9 +185,8 @@ table() {  # every finished fine-tuning run, by arm, budget and pretraining seed
   echo "== rare-term task ($TOPIC_SET topics, task seed $TASK_SEED, $TERM_SENTENCES sentences per term): accuracy on term rows / control rows ($RECIPE; pretraining $VARIANT, 2 x $BATCH)"
   printf '| %-12s | %-6s | %-13s | %-42s | %-9s | %-9s | %-11s |\n' arm steps "pretrain seed" "term / control per fine-tuning seed" "term mean" "control" "term spread"
   printf '| --- | --- | --- | --- | --- | --- | --- |\n'
-  for name in plain $(for arm in $ARMS; do [ "$arm" != readme ] || echo readme; done) \
-      $(for steps in $BUDGETS; do for arm in $ARMS; do
-          [ "$arm" = readme ] || echo "$(arm_dir "$arm")/steps$steps"; done; done); do
+  for name in plain $README_ARM \
+      $(for steps in $BUDGETS; do for arm in $BUDGET_ARMS; do echo "$(arm_dir "$arm")/steps$steps"; done; done); do
     arm=${name%%/*}; steps=${name#*/steps}; dirs=()
     if [ "$name" = plain ] || [ "$name" = readme ]; then
       steps=$([ "$name" = plain ] && echo 0 || echo README); dirs=("$TASK/$RECIPE/$name")
@@ -368,14 +372,13 @@ finetune() {  # finetune RUN INIT_CHECKPOINT SEED: with the init checkpoint's fo
 # The plain and readme rows live outside the variant's folder: the pretraining flags do not
 # apply to them.
 names=(plain) inits=("$BERT/bert_model.ckpt") runs=("$TASK/$RECIPE/plain")
-if [[ " $ARMS " == *" readme "* ]]; then
+if [ -n "$README_ARM" ]; then
   readme_block "$TASK/readme_block"
   names+=(readme) inits+=("$TASK/readme_block/domain_bert/export/bert_model.ckpt")
   runs+=("$TASK/$RECIPE/readme")
 fi
 for steps in $(printf '%s\n' $BUDGETS | sort -n); do
-  for arm in $ARMS; do
-    [ "$arm" = readme ] && continue
+  for arm in $BUDGET_ARMS; do
     for pseed in $PSEEDS; do
       name="$(arm_dir "$arm")/steps$steps$(pseed_dir "$pseed")"
       out="$TASK/pretrain/$VARIANT/$name"
