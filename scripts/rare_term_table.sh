@@ -23,8 +23,9 @@
 #     domain text's split words (scripts/build_domain_vocab.py: words met twice or more, each
 #     token started at the mean of its pieces), then pretrained and fine-tuned with that
 #     vocabulary: README's steps 0-3.
-#   wwm_vocab: domain_vocab's checkpoint and vocabulary with whole-word records instead of
-#     --masking=domain (does step 1's masking still matter once step 0 has run?).
+#   wwm_vocab, token_vocab: domain_vocab's checkpoint and vocabulary with whole-word records, or
+#     token records (create_pretraining_data.py's default masking), instead of --masking=domain
+#     (does step 1's masking still matter once step 0 has run?).
 #   readme: README.md's block itself, steps 0-2 as a user copies it (benchmarks/readme_block.py:
 #     only the scripts' paths made absolute), run in <task>/readme_block with the task's text
 #     as corpus/domain.txt and BERT_DIR the checkpoint; then step 3 as for every arm. Its flags
@@ -56,8 +57,8 @@
 #   skincare), the terms invented three-character names; jieba cuts the words of the whole-word
 #   and domain masks, fine-tuning reads 64 tokens. It needs BERT_DIR (a Chinese BERT; with no
 #   download: the small Chinese BERT of scripts/objective_comparison.sh,
-#   <its work>/pretrain_macbert/export); its default ARMS are "mlm domain", and macbert and
-#   domain_vocab are for English text.
+#   <its work>/pretrain_macbert/export); its default ARMS are "mlm domain", and macbert, readme and
+#   the *_vocab arms are for English text.
 #   BERT_DIR: the checkpoint to start from, a folder laid out like a Google release. Default:
 #   MiniLM, converted into the work folder. A task folder remembers its checkpoint: another
 #   BERT_DIR needs another work_dir.
@@ -99,8 +100,8 @@ done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab domain_loss readme " == *" $arm "* ]] ||
-    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, domain_loss, readme, got '$arm'"
+  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab token_vocab domain_loss readme " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, token_vocab, domain_loss, readme, got '$arm'"
 done
 [[ " mask random " == *" $WORD_LOSS_REPLACEMENT "* ]] ||
   fail "WORD_LOSS_REPLACEMENT takes mask or random, got '$WORD_LOSS_REPLACEMENT'"
@@ -122,7 +123,7 @@ if [ "$TOPIC_SET" = zh_reviews ]; then
   SEGMENTER=(--chinese_word_segmenter=jieba) FINETUNE_SEQ=64
   [ -n "$BERT_DIR" ] || fail "TOPIC_SET=zh_reviews needs BERT_DIR=a Chinese BERT folder (MiniLM's vocabulary is English)"
   for arm in $ARMS; do
-    if [[ " macbert domain_vocab wwm_vocab readme " == *" $arm "* ]]; then
+    if [[ $arm == macbert || $arm == *_vocab || $arm == readme ]]; then
       fail "ARMS: $arm is for English text; drop it for TOPIC_SET=zh_reviews"
     fi
   done
@@ -178,7 +179,7 @@ WORD_LOSS="$TASK/word_loss_$WORD_LOSS_REPLACEMENT.tsv"  # the domain_loss arm's 
 RECIPE="finetune_ep${FINETUNE_EPOCHS}_lr${FINETUNE_LR}"
 BERT="${BERT_DIR:-$WORK/minilm_tf}"
 bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm starts from
-  case $1 in domain_vocab|wwm_vocab) echo "$TASK/domain_vocab_bert" ;; *) echo "$BERT" ;; esac
+  case $1 in *_vocab) echo "$TASK/domain_vocab_bert" ;; *) echo "$BERT" ;; esac
 }
 
 table() {  # every finished fine-tuning run, by arm, budget and pretraining seed
@@ -252,6 +253,7 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
   case $arm in
     mlm|electra|wwm_vocab) masking=whole_word ;;
     token|ngram|domain) masking=$arm ;;
+    token_vocab) masking=token ;;
     domain_vocab|domain_loss) masking=domain ;;
   esac
   [ "$pseed" = none ] || suffix="_pseed$pseed" extra=(--random_seed="$pseed")
@@ -294,7 +296,7 @@ PY
   fi
   echo "== general word list: $GENERAL_WORD_FREQ ($(wc -l < "$GENERAL_WORD_FREQ") words)"
 fi
-if [[ " $ARMS " == *" domain_vocab "* || " $ARMS " == *" wwm_vocab "* ]] &&
+if [[ " $ARMS " == *"_vocab "* ]] &&
     [ ! -f "$(bert_of domain_vocab)/bert_model.ckpt.index" ]; then
   logged "$(bert_of domain_vocab).log" python scripts/build_domain_vocab.py --bert_dir="$BERT" \
     --input_file="$TASK/domain.txt" --output_dir="$(bert_of domain_vocab)"

@@ -106,8 +106,8 @@ def test_rare_term_table_checks_the_chinese_task_and_its_checkpoint(tmp_path):
       (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(bert), ARMS="mlm domain_vocab"),
        "error: rare_term_table.sh: ARMS: domain_vocab is for English text; drop it for "
        "TOPIC_SET=zh_reviews"),
-      (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(bert), ARMS="wwm_vocab"),
-       "error: rare_term_table.sh: ARMS: wwm_vocab is for English text; drop it for "
+      (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(bert), ARMS="token_vocab"),
+       "error: rare_term_table.sh: ARMS: token_vocab is for English text; drop it for "
        "TOPIC_SET=zh_reviews"),
       (dict(TOPIC_SET="zh_reviews", BERT_DIR=str(bert), ARMS="readme"),
        "error: rare_term_table.sh: ARMS: readme is for English text; drop it for "
