@@ -26,6 +26,8 @@
 #   wwm_vocab, token_vocab: domain_vocab's checkpoint and vocabulary with whole-word records, or
 #     token records (create_pretraining_data.py's default masking), instead of --masking=domain
 #     (does step 1's masking still matter once step 0 has run?).
+#   domain_dyn_vocab: domain_dyn from domain_vocab's checkpoint and vocabulary (step 0, then
+#     records masked on the fly with --masking=domain).
 #   readme: README.md's block itself, steps 0-2 as a user copies it (benchmarks/readme_block.py:
 #     only the scripts' paths made absolute), run in <task>/readme_block with the task's text
 #     as corpus/domain.txt and BERT_DIR the checkpoint; then step 3 as for every arm. Its flags
@@ -100,8 +102,8 @@ done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab token_vocab domain_loss readme " == *" $arm "* ]] ||
-    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, token_vocab, domain_loss, readme, got '$arm'"
+  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab token_vocab domain_dyn_vocab domain_loss readme " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, token_vocab, domain_dyn_vocab, domain_loss, readme, got '$arm'"
 done
 [[ " mask random " == *" $WORD_LOSS_REPLACEMENT "* ]] ||
   fail "WORD_LOSS_REPLACEMENT takes mask or random, got '$WORD_LOSS_REPLACEMENT'"
@@ -145,7 +147,8 @@ README_ARM=""
 [[ " $ARMS " != *" readme "* ]] || README_ARM=readme
 BUDGET_ARMS="$(echo " $ARMS " | sed 's/ readme / /g')"
 USES_DOMAIN=0
-[[ " $ARMS " == *" domain "* || " $ARMS " == *" domain_dyn "* || " $ARMS " == *" domain_vocab "* ]] &&
+[[ " $ARMS " == *" domain "* || " $ARMS " == *" domain_dyn "* || " $ARMS " == *" domain_vocab "* ||
+   " $ARMS " == *" domain_dyn_vocab "* ]] &&
   USES_DOMAIN=1
 MRPC="$(cd "$(dirname "$0")/.." && pwd)/../shared/data/glue/MRPC/train.tsv"
 if [ "$USES_DOMAIN" = 1 ] && [ "${TABLE_ONLY:-0}" != 1 ]; then
@@ -170,7 +173,7 @@ PSEEDS="${PRETRAIN_SEEDS:-none}"  # none: the tools' own default seeds, folders 
 pseed_dir() { [ "$1" = none ] || echo "/pseed$1"; }  # below a run's steps folder
 arm_dir() {
   case $1 in
-    domain|domain_dyn|domain_vocab) echo "$1$DOMAIN_TAG" ;;
+    domain|domain_dyn|domain_vocab|domain_dyn_vocab) echo "$1$DOMAIN_TAG" ;;
     domain_loss) echo "domain_loss_$WORD_LOSS_REPLACEMENT$SETTINGS_TAG" ;;
     *) echo "$1" ;;
   esac
@@ -184,7 +187,7 @@ bert_of() {  # bert_of ARM: the BERT folder (vocabulary, checkpoint) the arm sta
 
 table() {  # every finished fine-tuning run, by arm, budget and pretraining seed
   echo "== rare-term task ($TOPIC_SET topics, task seed $TASK_SEED, $TERM_SENTENCES sentences per term): accuracy on term rows / control rows ($RECIPE; pretraining $VARIANT, 2 x $BATCH)"
-  printf '| %-12s | %-6s | %-13s | %-42s | %-9s | %-9s | %-11s |\n' arm steps "pretrain seed" "term / control per fine-tuning seed" "term mean" "control" "term spread"
+  printf '| %-16s | %-6s | %-13s | %-42s | %-9s | %-9s | %-11s |\n' arm steps "pretrain seed" "term / control per fine-tuning seed" "term mean" "control" "term spread"
   printf '| --- | --- | --- | --- | --- | --- | --- |\n'
   for name in plain $README_ARM \
       $(for steps in $BUDGETS; do for arm in $BUDGET_ARMS; do echo "$(arm_dir "$arm")/steps$steps"; done; done); do
@@ -207,13 +210,13 @@ for d in dirs:
   cells = " ".join("%.2f/%.2f" % (t, c) for t, c in zip(terms, controls))
   spread = max(terms) - min(terms)
   pseed = d.rsplit("/pseed", 1)[1] if "/pseed" in d else "-"
-  print("| %-12s | %-6s | %-13s | %-42s | %.3f     | %.3f     | %-11s |" % (
+  print("| %-16s | %-6s | %-13s | %-42s | %.3f     | %.3f     | %-11s |" % (
       arm, steps, pseed, cells, sum(terms) / len(terms), sum(controls) / len(controls),
       "%.2f" % spread if len(terms) > 1 else "1 seed"))
   means.append(sum(terms) / len(terms))
   spreads.append(spread)
 if len(means) > 1:
-  print("| %-12s | %-6s | %-13s | %-42s | %.3f     | %-9s | %-11s |" % (
+  print("| %-16s | %-6s | %-13s | %-42s | %.3f     | %-9s | %-11s |" % (
       arm, steps, "all", "pretraining seeds' spread %.2f, fine-tuning seeds' %.2f" % (
           max(means) - min(means), sum(spreads) / len(spreads)),
       sum(means) / len(means), "", ""))
@@ -257,8 +260,8 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
     domain_vocab|domain_loss) masking=domain ;;
   esac
   [ "$pseed" = none ] || suffix="_pseed$pseed" extra=(--random_seed="$pseed")
-  if [ -z "$masking" ]; then  # the dynamic arms
-    dir="$TASK/dynamic$suffix"
+  if [ -z "$masking" ]; then  # the dynamic arms: unmasked records, one set per vocabulary
+    dir="$TASK/dynamic$([[ $arm != *_vocab ]] || echo _vocab)$suffix"
     extra+=(--dynamic_masking --dupe_factor=1)
   else
     case $arm in  # mlm and electra share MiniLM's whole-word records; every other arm has its own
@@ -323,7 +326,7 @@ pretrain() {  # pretrain ARM STEPS PSEED OUTPUT_DIR
     macbert) extra+=(--masking=whole_word --masking_replacement=similar
                      --similar_words_file="$TASK/similar_words.tsv") ;;
     wwm_dyn) extra+=(--masking=whole_word) ;;
-    domain_dyn) extra+=(--masking=domain ${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"}
+    domain_dyn|domain_dyn_vocab) extra+=(--masking=domain ${GENERAL_WORD_FREQ:+--general_word_freq="$GENERAL_WORD_FREQ"}
                         --domain_temperature="$DOMAIN_TEMPERATURE" --domain_floor="$DOMAIN_FLOOR") ;;
   esac
   # shellcheck disable=SC2086  # PRETRAIN_FLAGS holds several flags
