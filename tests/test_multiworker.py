@@ -119,11 +119,11 @@ def test_both_placements_equal_one_process_with_the_device_maps_they_promise(
   # intra_first: each process's tower has both stages on that process's devices.
   for task in range(2):
     assert intra[task]["devices"].tolist() == [[_task_device(task, 0), _task_device(task, 1)]]
-  # The cut puts layer 0 on stage 0 and layer 1 (and the head) on stage 1: in inter_first the
-  # variables themselves live in the other process.
+  # The cut puts the embeddings on stage 0 and the one encoder layer (and the head) on stage 1:
+  # in inter_first the variables themselves live in the other process.
   placed = dict(item.split("=") for item in inter["variable_devices"])
-  assert placed["bert/encoder/layer_0/output/dense/kernel"] == _task_device(0, 0)
-  assert placed["bert/encoder/layer_1/output/dense/kernel"] == _task_device(1, 0)
+  assert placed["bert/embeddings/word_embeddings"] == _task_device(0, 0)
+  assert placed["bert/encoder/layer_0/output/dense/kernel"] == _task_device(1, 0)
   assert placed["output_weights"] == _task_device(1, 0)
 
 
