@@ -24,7 +24,7 @@ from pretraining import mlm
 import script_runner
 import tower_utils
 
-CONFIG = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2,
+CONFIG = modeling.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
                              num_attention_heads=2, intermediate_size=32,
                              max_position_embeddings=16, hidden_dropout_prob=0.0,
                              attention_probs_dropout_prob=0.0)
@@ -176,7 +176,7 @@ def test_head_first_steps_without_an_init_checkpoint_is_logged_as_ignored(caplog
 
 
 # Through run_pretraining_mgpu.py, on a tiny model.
-TINY = dict(vocab_size=26, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+TINY = dict(vocab_size=26, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=32, hidden_act="gelu", hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0, max_position_embeddings=32, type_vocab_size=2,
             initializer_range=0.02)
