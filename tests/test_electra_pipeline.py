@@ -142,7 +142,8 @@ def test_script_trains_electra_on_two_towers_of_two_stages_with_1f1b_and_accumul
   --grad_accum_steps=2: trains,
   evaluates on the stages, and leaves a checkpoint that an unsplit run (--n_gpus=1) loads and
   scores the same."""
-  paths = pretraining_helpers.write_tiny_corpus(tmp_path, CONFIG, documents=8)
+  # One encoder layer (test_electra's config): the cut at 2 stages is embeddings | the layer.
+  paths = pretraining_helpers.write_tiny_corpus(tmp_path, ELECTRA_CONFIG, documents=8)
   records = str(tmp_path / "records.tfrecord")
   create_pretraining_data.run(create_pretraining_data.Options(
       input_file=paths["corpus"], output_file=records, vocab_file=paths["vocab"],
@@ -163,7 +164,8 @@ def test_script_trains_electra_on_two_towers_of_two_stages_with_1f1b_and_accumul
   piped_results = _eval_results(out)
   assert int(piped_results["global_step"]) == 3
   exported = dict(tf.train.list_variables(os.path.join(out, "export", "bert_model.ckpt")))
-  assert set(n for n, _ in modeling.stock_variable_shapes(modeling.BertConfig(**CONFIG))) < \
+  assert set(n for n, _ in modeling.stock_variable_shapes(
+      modeling.BertConfig(**ELECTRA_CONFIG))) < \
       set(exported)
   plain = run_script("run_pretraining_mgpu.py", *common, "--n_gpus=1")
   assert plain.returncode == 0, plain.stderr[-3000:]
