@@ -119,7 +119,7 @@ def test_classifier_script_with_recompute_accumulation_and_dropout(tmp_path):
   from script_runner import CHINESE_VOCAB, run_script, write_tiny_bert_config
   from test_classifier import _make_task
   data_dir = _make_task(tmp_path / "data", n_train=16)
-  config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128, num_hidden_layers=2,
+  config = write_tiny_bert_config(tmp_path / "bert_config.json", 21128,
                                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
   values = {}
   for mode in ("none", "layer"):
