@@ -11,7 +11,7 @@ import modeling
 import optimization
 import tower_utils
 
-CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
+CONFIG = modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1,
                              num_attention_heads=4, intermediate_size=32,
                              max_position_embeddings=16, hidden_dropout_prob=0.0,
                              attention_probs_dropout_prob=0.0)
