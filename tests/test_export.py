@@ -510,7 +510,7 @@ def test_export_with_a_vocab_that_does_not_match_the_config_is_a_one_line_error(
 
 def test_exported_rewriter_reproduces_predict_txt(tmp_path):
   data_dir, out = str(tmp_path / "data"), str(tmp_path / "out")
-  sources = test_rewrite_script._write_data(data_dir)
+  sources = test_rewrite_script._write_data(data_dir, num_hidden_layers=1)
   flags = test_rewrite_script._common_flags(data_dir, out) + [
       "--do_train", "--do_predict", "--do_export", "--num_train_steps=60",
       "--train_batch_size=16", "--learning_rate=1e-3", "--beam_size=3",

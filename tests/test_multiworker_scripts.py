@@ -386,7 +386,7 @@ def test_pretraining_and_rewrite_train_with_two_processes_and_resume(script, dat
     final = ["--do_eval", "--do_predict", "--max_eval_steps=0"]
   else:
     data_dir = str(tmp_path / "rewrite_data")
-    num_test = len(write_rewrite_data(data_dir))
+    num_test = len(write_rewrite_data(data_dir, num_hidden_layers=1))
     commands = lambda *extra: _rewrite_commands(data_dir, out, _hosts(), *extra)
     final = ["--do_predict"]
   first = run_processes(commands("--do_train", "--num_train_steps=3"), timeout=300)

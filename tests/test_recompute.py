@@ -169,7 +169,7 @@ def test_rewrite_script_with_recompute_writes_the_same_checkpoint(tmp_path):
   give the checkpoint they give without recomputation."""
   import test_rewrite_script as rewrite_case  # pylint: disable=g-import-not-at-top
   data_dir = str(tmp_path / "data")
-  rewrite_case._write_data(data_dir)  # pylint: disable=protected-access
+  rewrite_case._write_data(data_dir, num_hidden_layers=1)  # pylint: disable=protected-access
   values = {}
   for mode in ("none", "layer"):
     out = str(tmp_path / mode)

@@ -21,8 +21,11 @@ def rewrite(source):
   return "".join(MAPPING[c] for c in reversed(source))
 
 
-def _write_data(data_dir):
-  """train/dev/test TSVs, a vocabulary and a tiny bert_config.json; returns the test sources."""
+def _write_data(data_dir, num_hidden_layers=2):
+  """train/dev/test TSVs, a vocabulary and a tiny bert_config.json; returns the test sources.
+
+  The learning test's model has 2 encoder layers; tests that only run the script pass 1 (a
+  smaller graph to build: less of the suite's time)."""
   os.makedirs(data_dir)
   with open(os.path.join(data_dir, "vocab.txt"), "w", encoding="utf-8") as f:
     f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + CHARS) + "\n")
@@ -36,7 +39,8 @@ def _write_data(data_dir):
         # Test rows carry the source only, as in a real test set.
         f.write(s + ("" if split == "test" else "\t" + rewrite(s)) + "\n")
   with open(os.path.join(data_dir, "bert_config.json"), "w") as f:
-    json.dump({"vocab_size": 5 + len(CHARS), "hidden_size": 64, "num_hidden_layers": 2,
+    json.dump({"vocab_size": 5 + len(CHARS), "hidden_size": 64,
+               "num_hidden_layers": num_hidden_layers,
                "num_attention_heads": 4, "intermediate_size": 128,
                "max_position_embeddings": 16, "type_vocab_size": 2,
                "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}, f)
