@@ -23,9 +23,9 @@
 #     domain text's split words (scripts/build_domain_vocab.py: words met twice or more, each
 #     token started at the mean of its pieces), then pretrained and fine-tuned with that
 #     vocabulary: README's steps 0-3.
-#   wwm_vocab, token_vocab: domain_vocab's checkpoint and vocabulary with whole-word records, or
-#     token records (create_pretraining_data.py's default masking), instead of --masking=domain
-#     (does step 1's masking still matter once step 0 has run?).
+#   wwm_vocab, token_vocab, ngram_vocab: domain_vocab's checkpoint and vocabulary with
+#     whole-word, token (create_pretraining_data.py's default masking) or n-gram records instead
+#     of --masking=domain (does step 1's masking still matter once step 0 has run?).
 #   domain_dyn_vocab: domain_dyn from domain_vocab's checkpoint and vocabulary (step 0, then
 #     records masked on the fly with --masking=domain).
 #   readme: README.md's block itself, steps 0-2 as a user copies it (benchmarks/readme_block.py:
@@ -102,8 +102,8 @@ done
 for steps in $BUDGETS; do is_int "$steps" || fail "BUDGETS takes positive step counts, got '$steps'"; done
 [ -n "$SEEDS" ] && [ -n "$BUDGETS" ] || fail "SEEDS and BUDGETS must not be empty"
 for arm in $ARMS; do
-  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab token_vocab domain_dyn_vocab domain_loss readme " == *" $arm "* ]] ||
-    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, token_vocab, domain_dyn_vocab, domain_loss, readme, got '$arm'"
+  [[ " mlm macbert electra token ngram domain domain_dyn wwm_dyn domain_vocab wwm_vocab token_vocab ngram_vocab domain_dyn_vocab domain_loss readme " == *" $arm "* ]] ||
+    fail "ARMS takes mlm, macbert, electra, token, ngram, domain, domain_dyn, wwm_dyn, domain_vocab, wwm_vocab, token_vocab, ngram_vocab, domain_dyn_vocab, domain_loss, readme, got '$arm'"
 done
 [[ " mask random " == *" $WORD_LOSS_REPLACEMENT "* ]] ||
   fail "WORD_LOSS_REPLACEMENT takes mask or random, got '$WORD_LOSS_REPLACEMENT'"
@@ -256,7 +256,7 @@ records() {  # records ARM PSEED: prints the folder of the arm's records, made w
   case $arm in
     mlm|electra|wwm_vocab) masking=whole_word ;;
     token|ngram|domain) masking=$arm ;;
-    token_vocab) masking=token ;;
+    token_vocab|ngram_vocab) masking=${arm%_vocab} ;;
     domain_vocab|domain_loss) masking=domain ;;
   esac
   [ "$pseed" = none ] || suffix="_pseed$pseed" extra=(--random_seed="$pseed")
