@@ -30,13 +30,16 @@ WORDS, VOCAB = pretraining_helpers.WORDS, pretraining_helpers.VOCAB
 SEQ, SLOTS = 32, 5
 CONFIG = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
               intermediate_size=64, max_position_embeddings=SEQ, type_vocab_size=2)
+# The script runs' bert_config.json (the data fixture): one encoder layer, less to build; the
+# in-graph tests (and test_pipeline's 3 stages) keep CONFIG's two.
+SCRIPT_CONFIG = dict(CONFIG, num_hidden_layers=1)
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   """A tiny vocab, bert_config.json and three kinds of records made by create_pretraining_data."""
-  paths = pretraining_helpers.write_tiny_corpus(tmp_path_factory.mktemp("pretraining"), CONFIG,
-                                                documents=20)
+  paths = pretraining_helpers.write_tiny_corpus(tmp_path_factory.mktemp("pretraining"),
+                                                SCRIPT_CONFIG, documents=20)
   for name, options in (("static", {}), ("dynamic_mlm", dict(dynamic_masking=True, no_nsp=True))):
     paths[name] = str(paths["root"] / ("%s.tfrecord" % name))
     create_pretraining_data.run(create_pretraining_data.Options(
@@ -251,7 +254,7 @@ def test_train_resume_eval_predict_then_continue_on_dynamic_records(data, tmp_pa
   warning = "Dynamic records are masked here, with --masking=token (the default)"
   assert warning in third.stderr and warning not in second.stderr
   # Every variable of the MLM-only graph (bert/ and cls/predictions/) came from the checkpoint.
-  num_vars = len(modeling.stock_variable_shapes(modeling.BertConfig(**CONFIG))) + 5
+  num_vars = len(modeling.stock_variable_shapes(modeling.BertConfig(**SCRIPT_CONFIG))) + 5
   assert "Initialized %d of %d trainable variables" % (num_vars, num_vars) in third.stderr
   _check_eval_results(continued_dir, global_step=3, has_nsp=False)
   # The export holds the model weights only, so fine-tuning from it starts at step 0.
