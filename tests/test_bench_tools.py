@@ -188,7 +188,7 @@ def test_memory_bench_tower_modes_give_one_peak_per_tower_device():
   import memory_bench  # pylint: disable=g-import-not-at-top
   import modeling  # pylint: disable=g-import-not-at-top
   import tower_utils  # pylint: disable=g-import-not-at-top
-  config = modeling.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2,
+  config = modeling.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=1,
                                num_attention_heads=4, intermediate_size=256,
                                max_position_embeddings=64)
   measured = {reduction: memory_bench.measure_spec(
@@ -199,7 +199,7 @@ def test_memory_bench_tower_modes_give_one_peak_per_tower_device():
   replica = measured["allreduce"].variable_bytes
   spread = measured["shared"].variable_bytes
   # 3 copies (weights, Adam m and v) of the BERT parameters, at least, on each replica.
-  assert min(replica) > 3 * 4 * (100 * 64 + 2 * 12 * 64 * 64), replica
+  assert min(replica) > 3 * 4 * (100 * 64 + 12 * 64 * 64), replica  # words, one layer
   np.testing.assert_allclose(replica[0], replica[1], rtol=1e-3)
   np.testing.assert_allclose(sum(spread), replica[0], rtol=1e-3)
   assert min(spread) > 0.2 * replica[0], spread  # the balancer used both devices
