@@ -259,8 +259,9 @@ def test_bad_cluster_input_is_a_one_line_error(task, tmp_path):
             "--placement=inter_first", "--pipeline_stages=3"],
        "2 processes x --n_gpus=1 devices are not a multiple of --pipeline_stages=3"),
       # inter_first, one process alone: the chief waits for the other, the other for the chief.
+      # (10 s: its server must outlive the next case's 5 s probe of it; they start together.)
       ({}, ["--worker_hosts=%s" % inter_hosts[0], "--task_index=0", "--placement=inter_first",
-            "--pipeline_stages=2", "--collective_timeout_s=15"],
+            "--pipeline_stages=2", "--collective_timeout_s=10"],
        "task 1 (worker:1 at %s) not reachable" % inter_hosts[0].split(",")[1]),
       # ... and meanwhile its server is task 1's address of another run's chief.
       ({}, ["--worker_hosts=%s,%s" % (_hosts(1), inter_hosts[0].split(",")[0]), "--task_index=0",

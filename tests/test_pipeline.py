@@ -115,8 +115,9 @@ def pretraining_reference():
                      tower_utils.parallel_spec(1))
 
 
+# (3 stages of 1 micro-batch repeated what 3 x 4 and 2 x 1 cover.)
 @pytest.mark.graph_math
-@pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 1), (3, 4)])
+@pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 4)])
 def test_stages_and_micro_batches_update_like_the_unsplit_classifier(unsplit_by_rows,
                                                                      stages, micro):
   spec = tower_utils.parallel_spec(1, pipeline_stages=stages, num_micro_batches=micro)
@@ -150,8 +151,9 @@ def test_stages_and_micro_batches_update_like_the_unsplit_classifier(unsplit_by_
   assert len(gathers) == micro and all(op.device == table_device for op in gathers)
 
 
+# (2 stages of 4 micro-batches repeated what 2 x 1 and 3 x 2 cover.)
 @pytest.mark.graph_math
-@pytest.mark.parametrize("stages,micro", [(2, 1), (2, 4), (3, 2)])
+@pytest.mark.parametrize("stages,micro", [(2, 1), (3, 2)])
 def test_pretraining_heads_with_the_tied_embedding_update_like_the_unsplit_model(
     pretraining_reference, stages, micro):
   spec = tower_utils.parallel_spec(1, pipeline_stages=stages, num_micro_batches=micro)
@@ -284,9 +286,10 @@ def _assert_1f1b_gates(graph, stages, micro, towers):
 
 
 # 2 and 3 stages, 4 and 6 micro-batches, 1 and 2 towers (6 micro-batches of one tower, at 2 or
-# 3 stages, repeated what these three cover: 22 s of the suite).
+# 3 stages, and 3 stages x 4 micro-batches of one tower repeated what these two cover: 24 s of
+# the suite).
 @pytest.mark.graph_math
-@pytest.mark.parametrize("stages,micro,towers", [(2, 4, 1), (3, 4, 1), (3, 6, 2)])
+@pytest.mark.parametrize("stages,micro,towers", [(2, 4, 1), (3, 6, 2)])
 def test_1f1b_updates_like_the_unsplit_model(unsplit_by_rows, stages, micro, towers):
   """The 1F1B schedule gives the unsplit model's update, with its gates where it promises."""
   rows = 2 * micro if towers == 2 else (12 if micro == 6 else 8)
