@@ -1,8 +1,10 @@
-"""run_rewrite_finetune.py end to end (subprocess, 2 towers) on a synthetic rewrite rule.
+"""run_rewrite_finetune.py end to end (subprocess) on a synthetic rewrite rule.
 
 The rule: map every character through a fixed permutation of a 12-character alphabet and
 reverse the order ("甲乙丙" -> f(丙) f(乙) f(甲)). A tiny BERT learns it from 2,000 pairs; the
-held-out rows must come out right at least 95% of the time.
+held-out rows must come out right at least 95% of the time. It learns on one tower (1000 steps
+of 32 rows: 100% exact match on dev at --random_seed 12345, 1 and 2, 26 s of CPU; on 2 towers,
+a global batch of 64, 39 s) and predicts from stdin on 2.
 """
 
 import json
@@ -14,7 +16,7 @@ from script_runner import run_script
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CHARS = list("甲乙丙丁戊己庚辛壬癸子丑")
 MAPPING = {c: CHARS[(i * 5 + 3) % len(CHARS)] for i, c in enumerate(CHARS)}
-NUM_TEST = 37  # not a multiple of the global predict batch (4 x 2 towers)
+NUM_TEST = 37  # not a multiple of the predict batch (4)
 
 
 def rewrite(source):
@@ -75,12 +77,11 @@ def test_learns_synthetic_rule_through_the_script(tmp_path):
 
   result = _run(_common_flags(data_dir, output_dir) + [
       "--do_train", "--do_eval", "--do_predict", "--do_rank", "--rank_file=" + rank_file,
-      "--n_gpus=2", "--train_batch_size=32", "--learning_rate=2e-3", "--num_train_steps=1000",
+      "--n_gpus=1", "--train_batch_size=32", "--learning_rate=2e-3", "--num_train_steps=1000",
       "--beam_size=2", "--eval_batch_size=16", "--predict_batch_size=4",
       "--log_every_n_steps=100", "--save_checkpoints_steps=10000",
       "--eval_every_n_steps=500", "--keep_best", "--best_metric=exact_match"])
   assert result.returncode == 0, result.stderr[-3000:]
-  assert "tower 1 -> /device:CPU:1" in result.stderr
 
   results = _read_results(os.path.join(output_dir, "eval_results.txt"))
   assert float(results["exact_match"]) >= 95.0, results
@@ -106,8 +107,8 @@ def test_learns_synthetic_rule_through_the_script(tmp_path):
   correct = sum(p == rewrite(s) for p, s in zip(predictions, test_sources))
   assert correct >= 0.95 * NUM_TEST, list(zip(test_sources, predictions))
 
-  # --predict_file from stdin (plain text, an empty line too) to stdout, without --data_dir:
-  # the same rewrites as predict.txt's, in other batches.
+  # --predict_file from stdin (plain text, an empty line too) to stdout, without --data_dir, on
+  # 2 towers: the same rewrites as predict.txt's, in other batches.
   # --eval_every_n_steps without --do_eval evaluates during training only, as the classifier:
   # this run leaves the first run's eval_results.txt as it was.
   with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as f:
@@ -117,6 +118,7 @@ def test_learns_synthetic_rule_through_the_script(tmp_path):
                       "--predict_batch_size=3", "--predict_file=-", "--predict_output=-",
                       "--eval_every_n_steps=500", input="\n".join(test_sources[:5] + [""]) + "\n")
   assert result.returncode == 0, result.stderr[-3000:]
+  assert "tower 1 -> /device:CPU:1" in result.stderr
   with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as f:
     assert f.read() == eval_results
   lines = result.stdout.split("\n")
